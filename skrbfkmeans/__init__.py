@@ -1,12 +1,16 @@
 """K-Means as a differentiable RBF network, compatible with scikit-learn."""
 
 from ._entmax import entmax15, entmax_backward, entmax_bisect, sparsemax
+from ._loss import rbf_kmeans_loss
+from ._rbf_kmeans import RBFKMeans
 from ._version import __version__
 
 __all__ = [
+    "RBFKMeans",
     "__version__",
     "entmax15",
     "entmax_backward",
     "entmax_bisect",
+    "rbf_kmeans_loss",
     "sparsemax",
 ]

@@ -137,18 +137,20 @@ def _split_one_hot(U, imax, alpha, ws):
     scaled scores and their numbers of candidates.
     """
     m = U.shape[0]
-    if alpha in (1.5, 2.0):
-        # Exact: scaling by 1/2 or 1 commutes with rounding, so the unscaled
-        # test at -1 / (alpha - 1) decides as the scaled one does.
-        cand = np.greater(U, -1.0 / (alpha - 1.0), out=ws.V[:m])
-    else:
-        np.multiply(U, alpha - 1.0, out=ws.V[:m])
-        cand = np.greater(ws.V[:m], -1.0, out=ws.V[:m])
-    n_cand = cand @ ws.ones
-    dense = np.flatnonzero(n_cand > 1.0)
-    Ud = np.take(U, dense, axis=0, out=ws.dense[: dense.size])
-    if alpha != 2.0:
-        with np.errstate(over="ignore"):
+    # Scaling may overflow to -inf (far below the maximum: the exact limit)
+    # or underflow subnormal scores (their value at working precision).
+    with np.errstate(over="ignore", under="ignore"):
+        if alpha in (1.5, 2.0):
+            # Scaling by 1/2 or 1 is exact for normal numbers, so the unscaled
+            # test at -1 / (alpha - 1) decides as the scaled one does.
+            cand = np.greater(U, -1.0 / (alpha - 1.0), out=ws.V[:m])
+        else:
+            np.multiply(U, alpha - 1.0, out=ws.V[:m])
+            cand = np.greater(ws.V[:m], -1.0, out=ws.V[:m])
+        n_cand = cand @ ws.ones
+        dense = np.flatnonzero(n_cand > 1.0)
+        Ud = np.take(U, dense, axis=0, out=ws.dense[: dense.size])
+        if alpha != 2.0:
             np.multiply(Ud, alpha - 1.0, out=Ud)
     U.fill(0.0)
     U[np.arange(m), imax] = 1.0
@@ -247,6 +249,20 @@ def _finish(U, tau, alpha, out, ones, normalize=True):
     return out
 
 
+def _sparse_rows(U, imax, alpha, ws):
+    """entmax-1.5 or sparsemax of shifted rows ``U`` (maximum 0), in place.
+
+    ``imax`` is the position of each row's maximum and ``ws`` a workspace
+    with at least as many rows as ``U``. Callers that already hold shifted
+    scores (the responsibilities of the RBF engine) enter here.
+    """
+    dense, Ud, n_cand = _split_one_hot(U, imax, alpha, ws)
+    if dense.size:
+        tau = _newton_threshold(Ud, alpha, n_cand, ws)
+        U[dense] = _finish(Ud, tau, alpha, ws.V[: dense.size], ws.ones)
+    return U
+
+
 def _sparse_map(X, alpha, axis):
     X, dtype, restore = _as_rows(X, axis, "X")
     m, k = X.shape
@@ -255,11 +271,7 @@ def _sparse_map(X, alpha, axis):
     for sl in blocks:
         # Each block of the output holds the shifted scores, then the result.
         U = Z[sl]
-        imax = _shift(X[sl], U, "X")
-        dense, Ud, n_cand = _split_one_hot(U, imax, alpha, ws)
-        if dense.size:
-            tau = _newton_threshold(Ud, alpha, n_cand, ws)
-            U[dense] = _finish(Ud, tau, alpha, ws.V[: dense.size], ws.ones)
+        _sparse_rows(U, _shift(X[sl], U, "X"), alpha, ws)
     return restore(Z)
 
 

@@ -1,0 +1,127 @@
+"""Squared distances and responsibilities, one block of rows at a time.
+
+Conventions (DESIGN.md section 2): ``d_ij = ||x_i - mu_j||^2``, scores
+``z_ij = -d_ij / T`` with the temperature ``T = 2 sigma^2``. The row constant
+``||x_i||^2`` cancels in both maps, so a block works with the *partial*
+distances ``e_ij = ||mu_j||^2 - 2 x_i . mu_j`` and the shifted scores
+``u_ij = (min_l e_il - e_ij) / T <= 0``, whose maximum is exactly 0.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn import get_config
+
+from ._entmax import _sparse_rows, _Workspace
+
+ACTIVATIONS = ("softmax", "entmax15")
+
+# Target size of one block's n x k scores: multi-pass kernels run fastest when
+# they stay in cache, and a fit's peak memory stays far below working_memory.
+_TARGET_BLOCK_BYTES = 1 << 20
+
+
+def block_rows(n_samples, n_clusters, n_features, dtype, activation):
+    """Rows per block: about 1 MiB of scores, never above ``working_memory``.
+
+    Counts every buffer a block holds (scores, a copy for the objective, the
+    centred rows and, for entmax, its five-buffer workspace).
+    """
+    itemsize = np.dtype(dtype).itemsize
+    n_buffers = 2 + (5 if activation == "entmax15" else 0)
+    row_bytes = itemsize * (n_buffers * n_clusters + n_features)
+    bound = get_config()["working_memory"] * 2**20 // row_bytes
+    target = _TARGET_BLOCK_BYTES // (itemsize * n_clusters)
+    return int(max(1, min(n_samples, bound, max(target, 64))))
+
+
+def temperature(sigma, dtype):
+    """``T = 2 sigma^2`` and ``1 / T``, kept finite in ``dtype``.
+
+    ``sigma`` from 1e-300 to 1e300 overflows or underflows ``sigma^2``; the
+    limits are the hard assignment (``T -> 0``) and uniform responsibilities
+    (``T -> inf``), which a clamped ``T`` reproduces to working precision.
+    """
+    finfo = np.finfo(dtype)
+    with np.errstate(over="ignore", under="ignore"):
+        T = 2.0 * np.float64(sigma) ** 2
+    # The smallest normal number keeps 1 / T finite.
+    T = float(np.clip(T, float(finfo.tiny), float(finfo.max)))
+    return T, dtype.type(1.0 / T)
+
+
+class BlockBuffers:
+    """Scratch space for one block, reused across blocks and iterations."""
+
+    def __init__(self, n_rows, n_clusters, n_features, dtype, activation, sparse):
+        self.E = np.empty((n_rows, n_clusters), dtype=dtype)
+        self.D = np.empty((n_rows, n_clusters), dtype=dtype)
+        self.X = None if sparse else np.empty((n_rows, n_features), dtype=dtype)
+        self.ones = np.ones(n_clusters, dtype=dtype)
+        self.ws = (
+            _Workspace(n_rows, n_clusters, dtype) if activation == "entmax15" else None
+        )
+
+
+def centred_block(X, sl, offset, buf):
+    """Rows ``sl`` of ``X`` minus ``offset`` (dense), or the CSR rows as they are.
+
+    Dense data is centred on the fly so that float32 distances do not cancel
+    catastrophically, without copying or modifying the caller's array.
+    """
+    if sp.issparse(X):
+        return X[sl]
+    Xb = buf.X[: sl.stop - sl.start]
+    np.subtract(X[sl], offset, out=Xb)
+    return Xb
+
+
+def partial_distances(Xb, centers, c_sq, buf):
+    """``e = ||mu||^2 - 2 X mu^T`` into ``buf.E``; returns ``e``, argmin, min."""
+    b = Xb.shape[0]
+    E = buf.E[:b]
+    if sp.issparse(Xb):
+        E[...] = Xb @ centers.T
+    else:
+        np.matmul(Xb, centers.T, out=E)
+    E *= -2.0
+    E += c_sq
+    imin = np.argmin(E, axis=1)
+    e_min = E[np.arange(b), imin]
+    return E, imin, e_min
+
+
+def scores_inplace(E, e_min, inv_T):
+    """``E <- (e_min - E) / T``: shifted scores, 0 at each row's nearest centre."""
+    np.subtract(e_min[:, None], E, out=E)
+    # Far centres at a tiny T overflow to -inf (their exact limit) and at a
+    # huge T the products underflow to 0 (uniform responsibilities).
+    with np.errstate(over="ignore", under="ignore"):
+        E *= inv_T
+    return E
+
+
+def responsibilities_inplace(U, imin, activation, buf, expm1_out=None):
+    """Map shifted scores ``U`` (row maximum 0) to responsibilities in place.
+
+    Softmax needs no further shift: the maximum is 0, so ``exp`` never
+    overflows and each row sum is at least 1. If ``expm1_out`` is given, it
+    receives ``expm1(U)`` first (the objective needs it).
+    """
+    if activation == "entmax15":
+        return _sparse_rows(U, imin, 1.5, buf.ws)
+    # Scores far below the maximum underflow to 0: their value at working
+    # precision.
+    with np.errstate(under="ignore"):
+        if expm1_out is None:
+            np.exp(U, out=U)
+        else:
+            np.expm1(U, out=expm1_out)
+            np.add(expm1_out, 1.0, out=U)
+    U /= (U @ buf.ones)[:, None]
+    return U
+
+
+def labels_block(Xb, centers, c_sq, buf):
+    """Nearest centre and clipped squared distance minus ``||x||^2``."""
+    _, imin, e_min = partial_distances(Xb, centers, c_sq, buf)
+    return imin, e_min

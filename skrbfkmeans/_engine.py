@@ -1,0 +1,233 @@
+"""The RBF K-Means engine: block passes over the data and fixed-width EM.
+
+Everything here takes arrays and scalars, never an estimator. A *pass* visits
+the rows in blocks (``_assign.block_rows``) and accumulates what the caller
+asks for: the sufficient statistics ``N_j = sum_i w_i r_ij`` and
+``S_j = sum_i w_i r_ij (x_i - offset)`` (float64 accumulators), the hard
+inertia, the free energy, the gradient with respect to ``X`` or the
+responsibilities themselves. Nothing of size ``n_samples x n_clusters``
+exists outside a block unless the caller passes ``resp_out``.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._assign import (
+    BlockBuffers,
+    block_rows,
+    centred_block,
+    partial_distances,
+    responsibilities_inplace,
+    scores_inplace,
+    temperature,
+)
+
+
+class PassResult(NamedTuple):
+    """What one pass over the data accumulated (``None`` where not asked)."""
+
+    N: np.ndarray
+    S: np.ndarray
+    inertia: float
+    objective: float
+    grad_X: np.ndarray
+
+
+def data_offset(X, sample_weight):
+    """Weighted mean of dense ``X`` (rows are centred on it), zeros for sparse."""
+    if sp.issparse(X):
+        return np.zeros(X.shape[1], dtype=X.dtype)
+    return (sample_weight @ X / sample_weight.sum()).astype(X.dtype)
+
+
+def squared_norms(X, offset):
+    """``||x_i - offset||^2`` for every row, computed block by block."""
+    if sp.issparse(X):
+        return np.asarray(X.multiply(X).sum(axis=1), dtype=X.dtype).ravel()
+    out = np.empty(X.shape[0], dtype=X.dtype)
+    step = max(1, (1 << 20) // max(1, X.shape[1] * X.itemsize))
+    for start in range(0, X.shape[0], step):
+        Xb = X[start : start + step] - offset
+        out[start : start + step] = np.einsum("ij,ij->i", Xb, Xb)
+    return out
+
+
+def _blocks(n_samples, step):
+    for start in range(0, n_samples, step):
+        yield slice(start, min(start + step, n_samples))
+
+
+def rbf_pass(
+    X,
+    sample_weight,
+    centers,
+    sigma,
+    activation,
+    offset,
+    x_sq,
+    *,
+    stats=True,
+    objective=False,
+    grad_X=False,
+    resp_out=None,
+):
+    """One pass over ``X`` at width ``sigma``; see the module docstring.
+
+    The free energy is measured from its value for ``k`` coincident centres:
+    per sample, softmax gives ``-T log(mean_j exp(-d_ij / T))`` and entmax-1.5
+    ``min_r <r, d_i> + T (H_max - H_1.5(r))``, both between the distance to
+    the nearest centre and the mean distance (so finite at every width).
+
+    Cost: two ``b x k x d`` products per block (distances and ``S``) and a few
+    passes over the ``b x k`` scores (one ``exp`` for softmax; entmax needs no
+    power for one-hot rows).
+    """
+    dtype = centers.dtype
+    n_samples, n_features = X.shape
+    n_clusters = centers.shape[0]
+    C = np.ascontiguousarray(centers - offset, dtype=dtype)
+    c_sq = np.einsum("ij,ij->i", C, C)
+    T, inv_T = temperature(sigma, dtype)
+    step = block_rows(n_samples, n_clusters, n_features, dtype, activation)
+    buf = BlockBuffers(step, n_clusters, n_features, dtype, activation, sp.issparse(X))
+    N = np.zeros(n_clusters) if stats else None
+    S = np.zeros((n_clusters, n_features)) if stats else None
+    G = np.empty((n_samples, n_features), dtype=dtype) if grad_X else None
+    inertia = free_energy = 0.0
+    h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
+    for sl in _blocks(n_samples, step):
+        Xb = centred_block(X, sl, offset, buf)
+        wb = sample_weight[sl]
+        b = wb.shape[0]
+        E, imin, e_min = partial_distances(Xb, C, c_sq, buf)
+        d_min = np.maximum(x_sq[sl] + e_min, 0.0)
+        inertia += float(wb @ d_min)
+        if objective:
+            # D = d - d_min >= 0, kept for the entmax objective and the bound.
+            D = np.subtract(E, e_min[:, None], out=buf.D[:b])
+            np.maximum(D, 0.0, out=D)
+            d_mean = d_min + (D @ buf.ones) / n_clusters
+        U = scores_inplace(E, e_min, inv_T)
+        soft_obj = objective and activation == "softmax"
+        R = responsibilities_inplace(
+            U, imin, activation, buf, expm1_out=buf.D[:b] if soft_obj else None
+        )
+        if objective:
+            # At extreme widths the entropy terms underflow to 0: their value
+            # at working precision.
+            with np.errstate(under="ignore"):
+                if activation == "softmax":
+                    # -T log(mean_j exp(u_j)) with u <= 0: log1p of a mean of
+                    # expm1 keeps full precision when T is large and u tiny.
+                    m = (buf.D[:b] @ buf.ones) / n_clusters
+                    F = d_min - T * np.log1p(m)
+                else:
+                    W = buf.ws.W[:b]
+                    np.sqrt(R, out=W)
+                    W *= R
+                    gap = h_max - (4.0 / 3.0) * (1.0 - W @ buf.ones)
+                    F = d_min + np.einsum("ij,ij->i", R, D) + T * gap
+            # Rounding only: the exact value lies between these bounds.
+            F = np.clip(F, d_min, d_mean)
+            free_energy += float(wb @ F)
+        if resp_out is not None:
+            resp_out[sl] = R
+        if grad_X:
+            # dF/dx_i = 2 w_i (x_i - sum_j r_ij mu_j), in centred coordinates.
+            Gb = G[sl]
+            Gb[...] = Xb - R @ C if not sp.issparse(Xb) else Xb.toarray() - R @ C
+            Gb *= 2.0 * wb[:, None]
+        if stats:
+            N += wb @ R
+            if sp.issparse(Xb):
+                R *= wb[:, None]
+                S += (Xb.T @ R).T
+            else:
+                Xb *= wb[:, None]
+                S += R.T @ Xb
+    return PassResult(N, S, inertia, free_energy, G)
+
+
+def m_step(N, S, centers, offset):
+    """Return the centres ``S_j / N_j + offset``; one with no mass stays put."""
+    new = centers.copy()
+    alive = N > 0
+    new[alive] = S[alive] / N[alive, None] + offset
+    return new
+
+
+def em_fixed_sigma(
+    X,
+    sample_weight,
+    centers_init,
+    sigma,
+    activation,
+    offset,
+    x_sq,
+    *,
+    max_iter,
+    tol,
+    verbose=0,
+):
+    """EM at a fixed width from ``centers_init``.
+
+    Stops when the summed squared centre shift is at most ``tol`` (already
+    scaled to the data, as KMeans does) or after ``max_iter`` iterations.
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features)
+        The final centres.
+    n_iter : int
+        Number of E/M iterations run.
+    converged : bool
+        Whether the shift criterion was met.
+    """
+    centers = np.array(centers_init, dtype=centers_init.dtype, copy=True)
+    converged = False
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        res = rbf_pass(X, sample_weight, centers, sigma, activation, offset, x_sq)
+        new = m_step(res.N, res.S, centers, offset)
+        shift = float(((new - centers) ** 2).sum())
+        centers = new
+        if verbose:
+            print(
+                f"Iteration {n_iter - 1}, inertia {res.inertia:.6g}, "
+                f"center shift {shift:.3e}."
+            )
+        if shift <= tol:
+            converged = True
+            if verbose:
+                print(
+                    f"Converged at iteration {n_iter - 1}: center shift "
+                    f"{shift:.3e} within tolerance {tol:.3e}."
+                )
+            break
+    return centers, n_iter, converged
+
+
+def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
+    """Nearest centre (int32) and the weighted hard inertia, block by block.
+
+    ``fit`` and ``predict`` both call this on the same arrays, so ``labels_``
+    equals ``predict(X)`` bit for bit.
+    """
+    dtype = centers.dtype
+    n_samples, n_features = X.shape
+    if x_sq is None:
+        x_sq = squared_norms(X, offset)
+    C = np.ascontiguousarray(centers - offset, dtype=dtype)
+    c_sq = np.einsum("ij,ij->i", C, C)
+    step = block_rows(n_samples, C.shape[0], n_features, dtype, "softmax")
+    buf = BlockBuffers(step, C.shape[0], n_features, dtype, "softmax", sp.issparse(X))
+    labels = np.empty(n_samples, dtype=np.int32)
+    inertia = 0.0
+    for sl in _blocks(n_samples, step):
+        Xb = centred_block(X, sl, offset, buf)
+        _, imin, e_min = partial_distances(Xb, C, c_sq, buf)
+        labels[sl] = imin
+        inertia += float(sample_weight[sl] @ np.maximum(x_sq[sl] + e_min, 0.0))
+    return labels, inertia

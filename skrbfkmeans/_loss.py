@@ -1,0 +1,137 @@
+"""rbf_kmeans_loss: the RBF free energy and its gradients, as a function."""
+
+from numbers import Real
+
+import numpy as np
+from sklearn.utils import check_array
+from sklearn.utils._param_validation import Interval, StrOptions, validate_params
+from sklearn.utils.validation import _check_sample_weight
+
+from ._assign import ACTIVATIONS
+from ._engine import data_offset, rbf_pass, squared_norms
+
+
+@validate_params(
+    {
+        "X": ["array-like", "sparse matrix"],
+        "centers": ["array-like"],
+        "sigma": [Interval(Real, 0, None, closed="neither")],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+        "sample_weight": ["array-like", None],
+        "return_gradient": ["boolean"],
+    },
+    prefer_skip_nested_validation=True,
+)
+def rbf_kmeans_loss(
+    X,
+    centers,
+    *,
+    sigma,
+    activation="softmax",
+    sample_weight=None,
+    return_gradient=False,
+):
+    """Free energy of RBF K-Means at width ``sigma``, and its gradients.
+
+    The loss of a K-Means layer: differentiable in the centres and in the
+    data, it tends to the K-Means distortion as ``sigma -> 0``.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        The data.
+    centers : array-like of shape (n_clusters, n_features)
+        The centres.
+    sigma : float
+        The width, a finite number > 0 (temperature ``T = 2 sigma^2``).
+    activation : {"softmax", "entmax15"}, default="softmax"
+        The responsibilities' map.
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights of the samples.
+    return_gradient : bool, default=False
+        Whether to return the gradients too.
+
+    Returns
+    -------
+    loss : float
+        The free energy (see Notes).
+    grad_centers : ndarray of shape (n_clusters, n_features)
+        ``dloss/dcenters``; only with ``return_gradient=True``.
+    grad_X : ndarray of shape (n_samples, n_features)
+        ``dloss/dX`` (dense even for sparse ``X``); only with
+        ``return_gradient=True``.
+
+    See Also
+    --------
+    RBFKMeans : Minimises this loss by EM.
+
+    Notes
+    -----
+    With ``d_ij = ||x_i - mu_j||^2`` and ``T = 2 sigma^2`` the softmax loss is
+
+    ``F(mu, X) = -T sum_i w_i log(mean_j exp(-d_ij / T))``,
+
+    the free energy ``-T sum_i w_i logsumexp_j(-d_ij / T)`` plus the constant
+    ``T W log k`` (``W`` the total weight), which changes no gradient and
+    keeps the value finite at every width:
+    ``J(mu) <= F <= J(mu) + T W log k`` with ``J`` the K-Means distortion.
+    The entmax-1.5 loss is
+    ``sum_i w_i min_r (<r, d_i> + T (H_max - H_1.5(r)))`` (Tsallis entropy
+    ``H_1.5``, maximal value ``H_max``), with the same bounds.
+
+    Both are minima over the responsibilities ``r``, so their gradients
+    follow from Danskin's theorem with ``r`` at its optimum:
+    ``dF/dmu_j = 2 (N_j mu_j - S_j)`` with ``N_j = sum_i w_i r_ij`` and
+    ``S_j = sum_i w_i r_ij x_i``, and ``dF/dx_i = 2 w_i sum_j r_ij (x_i -
+    mu_j)``. A gradient step on ``mu_j`` with the learning rate
+    ``1 / (2 N_j)`` lands exactly on the EM (M-step) update ``S_j / N_j``;
+    with hard responsibilities this is Lloyd's update.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skrbfkmeans import rbf_kmeans_loss
+    >>> X = np.array([[0.0, 0.0], [0.0, 2.0], [10.0, 0.0], [10.0, 2.0]])
+    >>> centers = np.array([[0.0, 1.0], [10.0, 1.0]])
+    >>> loss, grad_centers, grad_X = rbf_kmeans_loss(
+    ...     X, centers, sigma=0.1, activation="entmax15", return_gradient=True)
+    >>> loss  # the K-Means distortion: every sample is exactly one-hot
+    4.0
+    >>> grad_centers
+    array([[0., 0.],
+           [0., 0.]])
+    >>> grad_X
+    array([[ 0., -2.],
+           [ 0.,  2.],
+           [ 0., -2.],
+           [ 0.,  2.]])
+    """
+    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
+    centers = check_array(centers, dtype=X.dtype, order="C", copy=True)
+    if centers.shape[1] != X.shape[1]:
+        raise ValueError(
+            f"centers has {centers.shape[1]} features but X has {X.shape[1]}."
+        )
+    sample_weight = _check_sample_weight(
+        sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+    )
+    if not sample_weight.any():
+        raise ValueError("Sample weights must contain at least one non-zero number.")
+    offset = data_offset(X, sample_weight)
+    res = rbf_pass(
+        X,
+        sample_weight,
+        centers,
+        float(sigma),
+        activation,
+        offset,
+        squared_norms(X, offset),
+        stats=return_gradient,
+        objective=True,
+        grad_X=return_gradient,
+    )
+    if not return_gradient:
+        return res.objective
+    # S is accumulated in coordinates centred on the offset.
+    grad_centers = 2.0 * (res.N[:, None] * (centers - offset) - res.S)
+    return res.objective, grad_centers.astype(X.dtype), res.grad_X

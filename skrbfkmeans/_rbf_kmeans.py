@@ -1,0 +1,580 @@
+"""Estimators: validation, fitted attributes and scikit-learn glue only."""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+    _fit_context,
+)
+from sklearn.cluster import kmeans_plusplus
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils import check_array, check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    _is_arraylike_not_scalar,
+    check_is_fitted,
+    validate_data,
+)
+
+from ._assign import ACTIVATIONS
+from ._engine import (
+    data_offset,
+    em_fixed_sigma,
+    labels_inertia,
+    rbf_pass,
+    squared_norms,
+)
+
+
+def _tolerance(X, tol):
+    """``tol`` times the mean feature variance, as KMeans scales it."""
+    if tol == 0:
+        return 0.0
+    if sp.issparse(X):
+        from sklearn.utils.sparsefuncs import mean_variance_axis
+
+        variances = mean_variance_axis(X, axis=0)[1]
+    else:
+        variances = np.var(X, axis=0)
+    return float(np.mean(variances) * tol)
+
+
+def _auto_sigma(centers, X, sample_weight):
+    """Default width: a quarter of the median spacing of the initial centres.
+
+    Each centre's spacing is the distance to its nearest other centre. At
+    that width a sample halfway between two centres of typical spacing ``s``
+    has scores ``s^2 / 32`` apart... and a sample at a centre has the entmax
+    margin ``s^2 >= 4 sigma^2 = s^2 / 4``: clusters as far apart as the
+    centres stay apart. Degenerate cases (one centre, coincident centres)
+    fall back to the root mean feature variance, then to 1.
+    """
+    if centers.shape[0] > 1:
+        d2 = euclidean_distances(centers, squared=True)
+        np.fill_diagonal(d2, np.inf)
+        spacing = float(np.median(np.sqrt(d2.min(axis=1))))
+        if spacing > 0 and np.isfinite(spacing):
+            return 0.25 * spacing
+    w = sample_weight / sample_weight.sum()
+    if sp.issparse(X):
+        mean = np.asarray(X.T @ w).ravel()
+        var = np.asarray(X.multiply(X).T @ w).ravel() - mean**2
+    else:
+        mean = w @ X
+        var = w @ (X - mean) ** 2
+    scale = float(np.sqrt(max(np.mean(var), 0.0)))
+    return scale if scale > 0 and np.isfinite(scale) else 1.0
+
+
+class _BaseRBFKMeans(
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    ClusterMixin,
+    BaseEstimator,
+):
+    """Shared parameters, validation and prediction of the RBF estimators."""
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++", "random"}), callable, "array-like"],
+        "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+        "copy_x": ["boolean"],
+    }
+
+    # -- validation -------------------------------------------------------
+
+    def _validate_fit_data(self, X, sample_weight):
+        X = validate_data(
+            self,
+            X,
+            accept_sparse="csr",
+            dtype=[np.float64, np.float32],
+            order="C",
+            accept_large_sparse=False,
+        )
+        if X.shape[0] < self.n_clusters:
+            raise ValueError(
+                f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}."
+            )
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+        )
+        if not sample_weight.any():
+            raise ValueError(
+                "Sample weights must contain at least one non-zero number."
+            )
+        return X, sample_weight
+
+    def _check_test_data(self, X):
+        return validate_data(
+            self,
+            X,
+            accept_sparse="csr",
+            reset=False,
+            dtype=[np.float64, np.float32],
+            order="C",
+            accept_large_sparse=False,
+        )
+
+    def _resolve_n_init(self, default_n_init=10):
+        if self.n_init == "auto":
+            n_init = 1 if self._init_is_array or self.init == "k-means++" else None
+            n_init = default_n_init if n_init is None else n_init
+        else:
+            n_init = self.n_init
+        if self._init_is_array and n_init != 1:
+            warnings.warn(
+                "Explicit initial center position passed: performing only one "
+                f"init in {self.__class__.__name__} instead of n_init={n_init}.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            n_init = 1
+        return n_init
+
+    def _check_init_array(self, X):
+        init = check_array(self.init, dtype=X.dtype, copy=True, order="C")
+        if init.shape != (self.n_clusters, X.shape[1]):
+            raise ValueError(
+                f"The shape of the initial centers {init.shape} does not match "
+                f"the number of clusters {self.n_clusters} and the number of "
+                f"features of the data {X.shape[1]}."
+            )
+        return init
+
+    def _init_centroids(self, X, init, random_state, sample_weight, x_sq):
+        n_clusters = self.n_clusters
+        if self._init_is_array:
+            return init.copy()
+        if isinstance(init, str) and init == "k-means++":
+            centers, _ = kmeans_plusplus(
+                X,
+                n_clusters,
+                sample_weight=sample_weight,
+                x_squared_norms=x_sq,
+                random_state=random_state,
+            )
+        elif isinstance(init, str) and init == "random":
+            positive = np.flatnonzero(sample_weight > 0)
+            p = sample_weight[positive] / sample_weight[positive].sum()
+            seeds = random_state.choice(
+                positive,
+                size=n_clusters,
+                replace=positive.size < n_clusters,
+                p=p,
+            )
+            centers = X[seeds]
+        else:
+            centers = init(X, n_clusters, random_state=random_state)
+            centers = check_array(centers, dtype=X.dtype, copy=True, order="C")
+            if centers.shape != (n_clusters, X.shape[1]):
+                raise ValueError(
+                    f"The init callable returned centers of shape {centers.shape}; "
+                    f"expected {(n_clusters, X.shape[1])}."
+                )
+        if sp.issparse(centers):
+            centers = centers.toarray()
+        return np.ascontiguousarray(centers, dtype=X.dtype)
+
+    def _set_fitted(self, X, sample_weight, centers, offset, x_sq, sigma):
+        """Attributes shared by every estimator; returns nothing."""
+        self.cluster_centers_ = centers
+        self._n_features_out = centers.shape[0]
+        self._offset = offset
+        self.labels_, self.inertia_ = labels_inertia(
+            X, sample_weight, centers, offset, x_sq
+        )
+        distinct = np.unique(self.labels_).size
+        if distinct < self.n_clusters:
+            warnings.warn(
+                f"Number of distinct clusters ({distinct}) found smaller than "
+                f"n_clusters ({self.n_clusters}). Possibly due to duplicate "
+                f"points in X, or to a width (sigma_={sigma:.3g}) at which "
+                "centres merge.",
+                ConvergenceWarning,
+                stacklevel=3,
+            )
+
+    # -- prediction ---------------------------------------------------------
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Compute the clustering and return the cluster index of each sample.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training instances.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples; ``None`` gives every sample weight 1.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Index of the nearest centre of each sample (int32).
+        """
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    def predict(self, X):
+        """Return the index of the nearest centre of each sample.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            New data.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Index of the nearest centre (int32).
+        """
+        check_is_fitted(self)
+        X = self._check_test_data(X)
+        ones = np.ones(X.shape[0], dtype=X.dtype)
+        return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
+
+    def predict_proba(self, X):
+        """Responsibilities of the centres for each sample at ``sigma_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            New data.
+
+        Returns
+        -------
+        resp : ndarray of shape (n_samples, n_clusters)
+            Soft (softmax) or sparse (entmax15, with exact zeros)
+            assignments; each row sums to one.
+        """
+        check_is_fitted(self)
+        X = self._check_test_data(X)
+        offset = self._offset_as(X)
+        resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
+        rbf_pass(
+            X,
+            np.ones(X.shape[0], dtype=X.dtype),
+            self._centers_as(X),
+            self.sigma_,
+            self._final_activation(),
+            offset,
+            squared_norms(X, offset),
+            stats=False,
+            resp_out=resp,
+        )
+        return resp
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then return the distances of ``X`` to the centres.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training instances.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_clusters)
+            Euclidean distance of each sample to each centre.
+        """
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    def transform(self, X):
+        """Return the Euclidean distance of each sample to each centre.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            New data.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_clusters)
+            Distances, as ``sklearn.cluster.KMeans.transform`` returns them.
+        """
+        check_is_fitted(self)
+        X = self._check_test_data(X)
+        return euclidean_distances(X, self._centers_as(X))
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the K-Means objective (hard inertia) of ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            New data.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples.
+
+        Returns
+        -------
+        score : float
+            ``-sum_i w_i min_j ||x_i - mu_j||^2``.
+        """
+        check_is_fitted(self)
+        X = self._check_test_data(X)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+        )
+        _, inertia = labels_inertia(
+            X, sample_weight, self._centers_as(X), self._offset_as(X)
+        )
+        return -inertia
+
+    def _centers_as(self, X):
+        return self.cluster_centers_.astype(X.dtype, copy=False)
+
+    def _offset_as(self, X):
+        if sp.issparse(X):
+            return np.zeros(X.shape[1], dtype=X.dtype)
+        return self._offset.astype(X.dtype, copy=False)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
+
+
+class RBFKMeans(_BaseRBFKMeans):
+    """K-Means as an RBF network at a fixed width: soft or sparse K-Means.
+
+    Each sample ``x_i`` gets responsibilities ``r_i`` over the centres from
+    the scores ``-||x_i - mu_j||^2 / (2 sigma^2)`` through softmax or
+    entmax-1.5, and the centres are the responsibility-weighted means (EM).
+    As ``sigma -> 0`` this is Lloyd's algorithm; entmax-1.5 reaches it
+    exactly at a finite width. A drop-in replacement for
+    :class:`sklearn.cluster.KMeans` that also gives ``predict_proba``.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        The number of centres.
+    sigma : float or "auto", default="auto"
+        The width of the radial basis functions (temperature ``2 sigma^2``).
+        ``"auto"`` takes a quarter of the median distance between each
+        initial centre and its nearest other initial centre (of the first
+        initialisation): clusters as far apart as the initial centres stay
+        apart, and a sample at a centre has an entmax margin of at least
+        ``4 sigma^2``. The resolved value is ``sigma_``.
+    activation : {"softmax", "entmax15"}, default="softmax"
+        The map from scores to responsibilities. ``"entmax15"`` gives sparse
+        responsibilities with exact zeros, exactly one-hot for samples whose
+        two nearest centres differ in squared distance by ``4 sigma^2``.
+    init : {"k-means++", "random"}, callable or array-like of shape \
+            (n_clusters, n_features), default="k-means++"
+        Initial centres, as in :class:`sklearn.cluster.KMeans`.
+    n_init : "auto" or int, default="auto"
+        Number of initialisations; the run with the lowest free energy is
+        kept. ``"auto"``: 1 for "k-means++" or an array, 10 otherwise.
+    max_iter : int, default=300
+        Maximum number of EM iterations per run.
+    tol : float, default=1e-4
+        Convergence tolerance on the summed squared centre shift, relative to
+        the mean feature variance of ``X`` (as in KMeans).
+    verbose : int, default=0
+        Print one line per iteration when positive.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the initialisation.
+    copy_x : bool, default=True
+        Kept for compatibility with KMeans. ``X`` is never modified nor
+        copied whole: dense rows are centred block by block.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        The centres (the dtype of ``X``).
+    labels_ : ndarray of shape (n_samples,)
+        Nearest centre of each training sample (int32); equals
+        ``predict(X)``.
+    inertia_ : float
+        Hard K-Means distortion ``sum_i w_i min_j ||x_i - mu_j||^2``.
+    objective_ : float
+        Free energy at ``sigma_`` (see Notes), the quantity EM decreases.
+    sigma_ : float
+        The width used.
+    n_iter_ : int
+        Number of EM iterations of the kept run.
+    converged_ : bool
+        Whether the kept run met the tolerance before ``max_iter``.
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Names of features seen during fit, when ``X`` has string column
+        names.
+
+    See Also
+    --------
+    AnnealedRBFKMeans : Anneal the width down to a certified K-Means solution.
+    rbf_kmeans_loss : The free energy and its gradients as a function.
+    sklearn.cluster.KMeans : Hard K-Means.
+
+    Notes
+    -----
+    With ``T = 2 sigma^2`` and ``d_ij = ||x_i - mu_j||^2``, EM decreases the
+    free energy. For softmax it is
+    ``F(mu) = -T sum_i w_i log(mean_j exp(-d_ij / T))``, which is the
+    free energy ``-T sum_i w_i logsumexp_j(-d_ij / T)`` plus the constant
+    ``T W log k``; for entmax-1.5 it is
+    ``sum_i w_i min_r (<r, d_i> + T (H_max - H_1.5(r)))`` with the Tsallis
+    entropy ``H_1.5`` and its maximum ``H_max``. Measured this way the
+    objective lies between ``inertia_`` and the weighted mean distance to all
+    centres, and tends to ``inertia_`` as ``sigma -> 0``; it stays finite at
+    every width.
+
+    The E-step and M-step run over blocks of rows and only accumulate the
+    sufficient statistics ``N_j = sum_i w_i r_ij`` and
+    ``S_j = sum_i w_i r_ij x_i``; ``predict_proba`` is the only method that
+    returns an ``n_samples x n_clusters`` array.
+
+    References
+    ----------
+    .. [1] F. de J. Felix Arredondo, M. A. Ucan-Puc, C. Astengo Noguez,
+       "K-Means as a Radial Basis function Network: a Variational and
+       Gradient-based Equivalence", arXiv:2603.04625, 2026.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skrbfkmeans import RBFKMeans
+    >>> X = np.array([[1.0, 2.0], [1.0, 4.0], [1.0, 0.0],
+    ...               [10.0, 2.0], [10.0, 4.0], [10.0, 0.0]])
+    >>> km = RBFKMeans(n_clusters=2, activation="entmax15", random_state=0).fit(X)
+    >>> km.labels_
+    array([1, 1, 1, 0, 0, 0], dtype=int32)
+    >>> km.cluster_centers_
+    array([[10.,  2.],
+           [ 1.,  2.]])
+    >>> km.predict_proba([[0.0, 0.0], [12.0, 3.0]])
+    array([[0., 1.],
+           [1., 0.]])
+    """
+
+    _parameter_constraints: dict = {
+        **_BaseRBFKMeans._parameter_constraints,
+        "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "activation": [StrOptions(set(ACTIVATIONS))],
+    }
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        sigma="auto",
+        activation="softmax",
+        init="k-means++",
+        n_init="auto",
+        max_iter=300,
+        tol=1e-4,
+        verbose=0,
+        random_state=None,
+        copy_x=True,
+    ):
+        self.n_clusters = n_clusters
+        self.sigma = sigma
+        self.activation = activation
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.copy_x = copy_x
+
+    def _final_activation(self):
+        return self.activation
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y=None, sample_weight=None):
+        """Compute the soft K-Means clustering at width ``sigma``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training instances. Sparse input is used in CSR format.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples (not all zero); integer
+            weights are equivalent to repeating rows. As in KMeans, they
+            are not used by a callable or array ``init``.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        X, sample_weight = self._validate_fit_data(X, sample_weight)
+        self._init_is_array = _is_arraylike_not_scalar(self.init)
+        init = self._check_init_array(X) if self._init_is_array else self.init
+        n_init = self._resolve_n_init()
+        tol = _tolerance(X, self.tol)
+        random_state = check_random_state(self.random_state)
+        offset = data_offset(X, sample_weight)
+        x_sq = squared_norms(X, offset)
+
+        sigma = None if self.sigma == "auto" else float(self.sigma)
+        best = None
+        for _ in range(n_init):
+            centers = self._init_centroids(X, init, random_state, sample_weight, x_sq)
+            if self.verbose:
+                print("Initialization complete")
+            if sigma is None:
+                sigma = _auto_sigma(centers, X, sample_weight)
+            centers, n_iter, converged = em_fixed_sigma(
+                X,
+                sample_weight,
+                centers,
+                sigma,
+                self.activation,
+                offset,
+                x_sq,
+                max_iter=self.max_iter,
+                tol=tol,
+                verbose=self.verbose,
+            )
+            objective = rbf_pass(
+                X,
+                sample_weight,
+                centers,
+                sigma,
+                self.activation,
+                offset,
+                x_sq,
+                stats=False,
+                objective=True,
+            ).objective
+            if best is None or objective < best[0]:
+                best = (objective, centers, n_iter, converged)
+
+        self.objective_, centers, self.n_iter_, self.converged_ = best
+        self.sigma_ = sigma
+        if not self.converged_:
+            warnings.warn(
+                f"{self.__class__.__name__} did not converge within "
+                f"max_iter={self.max_iter} iterations (tol={self.tol}); increase "
+                "max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        self._set_fitted(X, sample_weight, centers, offset, x_sq, sigma)
+        return self
