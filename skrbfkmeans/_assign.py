@@ -27,9 +27,9 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation):
     centred rows and, for entmax, its five-buffer workspace).
     """
     itemsize = np.dtype(dtype).itemsize
-    n_buffers = 2 + (5 if activation == "entmax15" else 0)
+    n_buffers = 2.2 + (5 if activation == "entmax15" else 0)
     row_bytes = itemsize * (n_buffers * n_clusters + n_features)
-    bound = get_config()["working_memory"] * 2**20 // row_bytes
+    bound = int(get_config()["working_memory"] * 2**20 // row_bytes)
     target = _TARGET_BLOCK_BYTES // (itemsize * n_clusters)
     return int(max(1, min(n_samples, bound, max(target, 64))))
 
@@ -55,6 +55,7 @@ class BlockBuffers:
     def __init__(self, n_rows, n_clusters, n_features, dtype, activation, sparse):
         self.E = np.empty((n_rows, n_clusters), dtype=dtype)
         self.D = np.empty((n_rows, n_clusters), dtype=dtype)
+        self.near = np.empty((n_rows, n_clusters), dtype=bool)
         self.X = None if sparse else np.empty((n_rows, n_features), dtype=dtype)
         self.ones = np.ones(n_clusters, dtype=dtype)
         self.ws = (
@@ -75,16 +76,28 @@ def centred_block(X, sl, offset, buf):
     return Xb
 
 
-def partial_distances(Xb, centers, c_sq, buf):
+class PreparedCenters:
+    """Centres in the coordinates of the centred blocks, ready for the GEMM.
+
+    ``minus_2t`` is ``-2 C^T`` (so one matrix product gives ``-2 x . mu``)
+    and ``sq`` the squared norms ``||mu_j||^2``.
+    """
+
+    def __init__(self, centers, offset, dtype):
+        self.C = np.ascontiguousarray(centers - offset, dtype=dtype)
+        self.minus_2t = np.ascontiguousarray(-2.0 * self.C.T)
+        self.sq = np.einsum("ij,ij->i", self.C, self.C)
+
+
+def partial_distances(Xb, pc, buf):
     """``e = ||mu||^2 - 2 X mu^T`` into ``buf.E``; returns ``e``, argmin, min."""
     b = Xb.shape[0]
     E = buf.E[:b]
     if sp.issparse(Xb):
-        E[...] = Xb @ centers.T
+        E[...] = Xb @ pc.minus_2t
     else:
-        np.matmul(Xb, centers.T, out=E)
-    E *= -2.0
-    E += c_sq
+        np.matmul(Xb, pc.minus_2t, out=E)
+    E += pc.sq
     imin = np.argmin(E, axis=1)
     e_min = E[np.arange(b), imin]
     return E, imin, e_min
@@ -100,28 +113,45 @@ def scores_inplace(E, e_min, inv_T):
     return E
 
 
-def responsibilities_inplace(U, imin, activation, buf, expm1_out=None):
-    """Map shifted scores ``U`` (row maximum 0) to responsibilities in place.
+# Skip the exp of far scores when fewer than this fraction of them are near.
+_SPARSE_EXP_DENSITY = 0.3
+
+
+def responsibilities_inplace(U, imin, activation, buf, expm1_out=None, skip=False):
+    """Map shifted scores ``U`` (row maximum 0) to responsibilities.
 
     Softmax needs no further shift: the maximum is 0, so ``exp`` never
     overflows and each row sum is at least 1. If ``expm1_out`` is given, it
     receives ``expm1(U)`` first (the objective needs it).
+
+    With ``skip=True`` (EM statistics only, never ``predict_proba``), softmax
+    scores below ``-log(2 k / eps)`` are set to 0 without an ``exp`` when they
+    are the majority: together they weigh less than half an ulp of the row
+    sum, so the sufficient statistics do not change beyond rounding, and
+    ``exp`` is the most expensive operation of an iteration.
+
+    Returns the responsibilities: ``U`` itself, or ``buf.D`` when skipping.
     """
     if activation == "entmax15":
         return _sparse_rows(U, imin, 1.5, buf.ws)
+    b, k = U.shape
+    R = U
     # Scores far below the maximum underflow to 0: their value at working
     # precision.
     with np.errstate(under="ignore"):
-        if expm1_out is None:
-            np.exp(U, out=U)
-        else:
+        if expm1_out is not None:
             np.expm1(U, out=expm1_out)
             np.add(expm1_out, 1.0, out=U)
-    U /= (U @ buf.ones)[:, None]
-    return U
-
-
-def labels_block(Xb, centers, c_sq, buf):
-    """Nearest centre and clipped squared distance minus ``||x||^2``."""
-    _, imin, e_min = partial_distances(Xb, centers, c_sq, buf)
-    return imin, e_min
+        elif skip:
+            cut = np.log(2.0 * k / np.finfo(U.dtype).eps)
+            near = np.greater(U, -cut, out=buf.near[:b])
+            if np.count_nonzero(near) < _SPARSE_EXP_DENSITY * near.size:
+                R = buf.D[:b]
+                R.fill(0.0)
+                np.exp(U, out=R, where=near)
+            else:
+                np.exp(U, out=U)
+        else:
+            np.exp(U, out=U)
+    R /= (R @ buf.ones)[:, None]
+    return R

@@ -16,6 +16,7 @@ import scipy.sparse as sp
 
 from ._assign import (
     BlockBuffers,
+    PreparedCenters,
     block_rows,
     centred_block,
     partial_distances,
@@ -87,8 +88,7 @@ def rbf_pass(
     dtype = centers.dtype
     n_samples, n_features = X.shape
     n_clusters = centers.shape[0]
-    C = np.ascontiguousarray(centers - offset, dtype=dtype)
-    c_sq = np.einsum("ij,ij->i", C, C)
+    pc = PreparedCenters(centers, offset, dtype)
     T, inv_T = temperature(sigma, dtype)
     step = block_rows(n_samples, n_clusters, n_features, dtype, activation)
     buf = BlockBuffers(step, n_clusters, n_features, dtype, activation, sp.issparse(X))
@@ -101,7 +101,7 @@ def rbf_pass(
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
         b = wb.shape[0]
-        E, imin, e_min = partial_distances(Xb, C, c_sq, buf)
+        E, imin, e_min = partial_distances(Xb, pc, buf)
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
         inertia += float(wb @ d_min)
         if objective:
@@ -112,7 +112,14 @@ def rbf_pass(
         U = scores_inplace(E, e_min, inv_T)
         soft_obj = objective and activation == "softmax"
         R = responsibilities_inplace(
-            U, imin, activation, buf, expm1_out=buf.D[:b] if soft_obj else None
+            U,
+            imin,
+            activation,
+            buf,
+            expm1_out=buf.D[:b] if soft_obj else None,
+            # Skipping far scores is exact to rounding for the statistics
+            # only; returned values are computed in full.
+            skip=not (objective or grad_X or resp_out is not None),
         )
         if objective:
             # At extreme widths the entropy terms underflow to 0: their value
@@ -137,7 +144,8 @@ def rbf_pass(
         if grad_X:
             # dF/dx_i = 2 w_i (x_i - sum_j r_ij mu_j), in centred coordinates.
             Gb = G[sl]
-            Gb[...] = Xb - R @ C if not sp.issparse(Xb) else Xb.toarray() - R @ C
+            Gb[...] = Xb.toarray() if sp.issparse(Xb) else Xb
+            Gb -= R @ pc.C
             Gb *= 2.0 * wb[:, None]
         if stats:
             N += wb @ R
@@ -219,15 +227,15 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
     n_samples, n_features = X.shape
     if x_sq is None:
         x_sq = squared_norms(X, offset)
-    C = np.ascontiguousarray(centers - offset, dtype=dtype)
-    c_sq = np.einsum("ij,ij->i", C, C)
-    step = block_rows(n_samples, C.shape[0], n_features, dtype, "softmax")
-    buf = BlockBuffers(step, C.shape[0], n_features, dtype, "softmax", sp.issparse(X))
+    pc = PreparedCenters(centers, offset, dtype)
+    n_clusters = pc.C.shape[0]
+    step = block_rows(n_samples, n_clusters, n_features, dtype, "softmax")
+    buf = BlockBuffers(step, n_clusters, n_features, dtype, "softmax", sp.issparse(X))
     labels = np.empty(n_samples, dtype=np.int32)
     inertia = 0.0
     for sl in _blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
-        _, imin, e_min = partial_distances(Xb, C, c_sq, buf)
+        _, imin, e_min = partial_distances(Xb, pc, buf)
         labels[sl] = imin
         inertia += float(sample_weight[sl] @ np.maximum(x_sq[sl] + e_min, 0.0))
     return labels, inertia
