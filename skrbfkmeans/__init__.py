@@ -2,10 +2,11 @@
 
 from ._entmax import entmax15, entmax_backward, entmax_bisect, sparsemax
 from ._loss import rbf_kmeans_loss
-from ._rbf_kmeans import RBFKMeans
+from ._rbf_kmeans import AnnealedRBFKMeans, RBFKMeans
 from ._version import __version__
 
 __all__ = [
+    "AnnealedRBFKMeans",
     "RBFKMeans",
     "__version__",
     "entmax15",

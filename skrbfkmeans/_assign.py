@@ -56,11 +56,19 @@ class BlockBuffers:
         self.E = np.empty((n_rows, n_clusters), dtype=dtype)
         self.D = np.empty((n_rows, n_clusters), dtype=dtype)
         self.near = np.empty((n_rows, n_clusters), dtype=bool)
+        self._scratch = None
         self.X = None if sparse else np.empty((n_rows, n_features), dtype=dtype)
         self.ones = np.ones(n_clusters, dtype=dtype)
         self.ws = (
             _Workspace(n_rows, n_clusters, dtype) if activation == "entmax15" else None
         )
+
+    @property
+    def scratch(self):
+        """A third score-sized buffer, allocated on first use (objective only)."""
+        if self._scratch is None:
+            self._scratch = np.empty_like(self.E)
+        return self._scratch
 
 
 def centred_block(X, sl, offset, buf):
@@ -117,12 +125,11 @@ def scores_inplace(E, e_min, inv_T):
 _SPARSE_EXP_DENSITY = 0.3
 
 
-def responsibilities_inplace(U, imin, activation, buf, expm1_out=None, skip=False):
+def responsibilities_inplace(U, imin, activation, buf, skip=False):
     """Map shifted scores ``U`` (row maximum 0) to responsibilities.
 
     Softmax needs no further shift: the maximum is 0, so ``exp`` never
-    overflows and each row sum is at least 1. If ``expm1_out`` is given, it
-    receives ``expm1(U)`` first (the objective needs it).
+    overflows and each row sum is at least 1.
 
     With ``skip=True`` (EM statistics only, never ``predict_proba``), softmax
     scores below ``-log(2 k / eps)`` are set to 0 without an ``exp`` when they
@@ -139,10 +146,7 @@ def responsibilities_inplace(U, imin, activation, buf, expm1_out=None, skip=Fals
     # Scores far below the maximum underflow to 0: their value at working
     # precision.
     with np.errstate(under="ignore"):
-        if expm1_out is not None:
-            np.expm1(U, out=expm1_out)
-            np.add(expm1_out, 1.0, out=U)
-        elif skip:
+        if skip:
             cut = np.log(2.0 * k / np.finfo(U.dtype).eps)
             near = np.greater(U, -cut, out=buf.near[:b])
             if np.count_nonzero(near) < _SPARSE_EXP_DENSITY * near.size:

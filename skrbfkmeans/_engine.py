@@ -34,6 +34,7 @@ class PassResult(NamedTuple):
     inertia: float
     objective: float
     grad_X: np.ndarray
+    moments: np.ndarray
 
 
 def data_offset(X, sample_weight):
@@ -73,6 +74,8 @@ def rbf_pass(
     objective=False,
     grad_X=False,
     resp_out=None,
+    prior=None,
+    moments=False,
 ):
     """One pass over ``X`` at width ``sigma``; see the module docstring.
 
@@ -80,6 +83,13 @@ def rbf_pass(
     per sample, softmax gives ``-T log(mean_j exp(-d_ij / T))`` and entmax-1.5
     ``min_r <r, d_i> + T (H_max - H_1.5(r))``, both between the distance to
     the nearest centre and the mean distance (so finite at every width).
+
+    ``prior`` (softmax only; probabilities over the centres) gives the
+    mass-constrained responsibilities ``r_ij ~ p_j exp(-d_ij / T)`` and the
+    free energy ``-T log(sum_j p_j exp(-d_ij / T))`` (the uniform prior is the
+    case above). ``moments`` accumulates ``M_j = sum_i w_i r_ij x x^T`` (float64,
+    centred coordinates) for the posterior covariances; it costs a
+    ``b x d^2`` product per block.
 
     Cost: two ``b x k x d`` products per block (distances and ``S``) and a few
     passes over the ``b x k`` scores (one ``exp`` for softmax; entmax needs no
@@ -95,8 +105,16 @@ def rbf_pass(
     N = np.zeros(n_clusters) if stats else None
     S = np.zeros((n_clusters, n_features)) if stats else None
     G = np.empty((n_samples, n_features), dtype=dtype) if grad_X else None
+    M = np.zeros((n_clusters, n_features, n_features)) if moments else None
     inertia = free_energy = 0.0
     h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
+    if prior is None:
+        weights = np.full(n_clusters, 1.0 / n_clusters, dtype=dtype)
+    else:
+        weights = np.asarray(prior, dtype=dtype)
+        # Mass-constrained scores -d / T + log p, as a bias on e = d - ||x||^2.
+        with np.errstate(divide="ignore", over="ignore"):
+            bias = (-T * np.log(np.asarray(prior, dtype=np.float64))).astype(dtype)
     for sl in _blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
@@ -105,18 +123,28 @@ def rbf_pass(
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
         inertia += float(wb @ d_min)
         if objective:
-            # D = d - d_min >= 0, kept for the entmax objective and the bound.
+            # D = d - d_min >= 0, kept for the objective and its bounds.
             D = np.subtract(E, e_min[:, None], out=buf.D[:b])
             np.maximum(D, 0.0, out=D)
-            d_mean = d_min + (D @ buf.ones) / n_clusters
+            d_mean = d_min + D @ weights
+            if activation == "softmax":
+                # -T log(sum_j p_j exp(-D_j / T)) with D >= 0: log1p of
+                # sum_j p_j expm1(-D_j / T) keeps full precision when T is
+                # large and the exponents tiny. Far scores underflow to -1.
+                with np.errstate(over="ignore", under="ignore"):
+                    Q = np.multiply(D, -inv_T, out=buf.scratch[:b])
+                    np.expm1(Q, out=Q)
+                    F = d_min - T * np.log1p(Q @ weights)
+        if prior is not None:
+            E += bias
+            imin = np.argmin(E, axis=1)
+            e_min = E[np.arange(b), imin]
         U = scores_inplace(E, e_min, inv_T)
-        soft_obj = objective and activation == "softmax"
         R = responsibilities_inplace(
             U,
             imin,
             activation,
             buf,
-            expm1_out=buf.D[:b] if soft_obj else None,
             # Skipping far scores is exact to rounding for the statistics
             # only; returned values are computed in full.
             skip=not (objective or grad_X or resp_out is not None),
@@ -125,12 +153,7 @@ def rbf_pass(
             # At extreme widths the entropy terms underflow to 0: their value
             # at working precision.
             with np.errstate(under="ignore"):
-                if activation == "softmax":
-                    # -T log(mean_j exp(u_j)) with u <= 0: log1p of a mean of
-                    # expm1 keeps full precision when T is large and u tiny.
-                    m = (buf.D[:b] @ buf.ones) / n_clusters
-                    F = d_min - T * np.log1p(m)
-                else:
+                if activation == "entmax15":
                     W = buf.ws.W[:b]
                     np.sqrt(R, out=W)
                     W *= R
@@ -147,6 +170,8 @@ def rbf_pass(
             Gb[...] = Xb.toarray() if sp.issparse(Xb) else Xb
             Gb -= R @ pc.C
             Gb *= 2.0 * wb[:, None]
+        if moments:
+            _accumulate_moments(M, Xb, wb, R)
         if stats:
             N += wb @ R
             if sp.issparse(Xb):
@@ -155,7 +180,23 @@ def rbf_pass(
             else:
                 Xb *= wb[:, None]
                 S += R.T @ Xb
-    return PassResult(N, S, inertia, free_energy, G)
+    return PassResult(N, S, inertia, free_energy, G, M)
+
+
+def _accumulate_moments(M, Xb, wb, R):
+    """``M_j += sum_i w_i r_ij x_i x_i^T`` in float64, in row sub-blocks.
+
+    A sub-block's outer products ``x_i x_i^T`` (``b' x d^2``) stay near 1 MiB.
+    """
+    d = M.shape[1]
+    step = max(1, (1 << 17) // (d * d))
+    for start in range(0, Xb.shape[0], step):
+        xs = Xb[start : start + step]
+        xs = xs.toarray() if sp.issparse(xs) else xs
+        xs = xs.astype(np.float64, copy=False)
+        outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
+        wr = R[start : start + step] * wb[start : start + step, None]
+        M += (wr.T.astype(np.float64) @ outer).reshape(M.shape)
 
 
 def m_step(N, S, centers, offset):
@@ -239,3 +280,29 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
         labels[sl] = imin
         inertia += float(sample_weight[sl] @ np.maximum(x_sq[sl] + e_min, 0.0))
     return labels, inertia
+
+
+def labels_margins(X, centers, offset):
+    """Nearest centre and margin ``d_(2) - d_(1)`` of every sample.
+
+    The margin is computed from the same partial distances as the
+    responsibilities, so ``margin >= 4 sigma^2`` decides exactly as the
+    entmax-1.5 one-hot test does at width ``sigma`` (up to the rounding of
+    one multiplication by ``1 / T``). With one centre the margin is ``inf``.
+    """
+    dtype = centers.dtype
+    n_samples, n_features = X.shape
+    pc = PreparedCenters(centers, offset, dtype)
+    n_clusters = pc.C.shape[0]
+    step = block_rows(n_samples, n_clusters, n_features, dtype, "softmax")
+    buf = BlockBuffers(step, n_clusters, n_features, dtype, "softmax", sp.issparse(X))
+    labels = np.empty(n_samples, dtype=np.int32)
+    margins = np.full(n_samples, np.inf)
+    for sl in _blocks(n_samples, step):
+        Xb = centred_block(X, sl, offset, buf)
+        E, imin, e_min = partial_distances(Xb, pc, buf)
+        labels[sl] = imin
+        if n_clusters > 1:
+            two = np.partition(E, 1, axis=1)[:, :2]
+            margins[sl] = two[:, 1] - two[:, 0]
+    return labels, margins

@@ -1,0 +1,406 @@
+"""Deterministic annealing from the data mean to a certified K-Means solution.
+
+The k centres are tracked as *groups* of coincident copies (DESIGN.md section
+2, "Deterministic annealing facts"): each group has a centre, a mass
+``N_j = sum_i w_i r_ij`` and the copies of the k centres it holds. With
+softmax the responsibilities are mass-constrained, ``r_ij ~ p_j exp(-d_ij /
+T)`` with ``p_j = N_j / W``, so a group of coincident copies acts as one
+centre and costs one column, whatever its number of copies.
+
+One *stage* runs EM at a fixed temperature ``T = 2 sigma^2`` until no centre
+moves more than ``30 tol sqrt(T)`` (``3e-3 sqrt(T)`` at the default ``tol``)
+or ``max_iter`` iterations. Between stages:
+
+1. groups closer than ``0.05 sqrt(T)`` merge and groups lighter than half a
+   unit of weight are dropped (their copies join the nearest group);
+2. while fewer than k groups exist, the one group that has crossed its
+   critical temperature (``_schedule.choose_split``) with the largest
+   ``N_j lambda_max(C_j)`` splits along its principal axis, one split per
+   stage, and ``T <- cooling T``; when no group has crossed its critical
+   temperature, ``T`` jumps to just below the largest one (nothing changes
+   structurally in between);
+3. once k groups exist, ``T`` halves per stage until the responsibilities are
+   hard (softmax: one-hot to working precision for 99% of the weight; then
+   entmax-1.5 stages until every sample is exactly one-hot);
+4. Lloyd iterations run until the labels stop changing, and the margin test
+   certifies the result: if every sample's margin ``d_(2) - d_(1)`` is at least
+   ``4 sigma^2``, entmax-1.5 at ``sigma`` is exactly one-hot and the Lloyd
+   fixed point is exactly its fixed point.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._engine import em_fixed_sigma, labels_margins, m_step, rbf_pass
+from ._schedule import (
+    choose_split,
+    critical_factor,
+    next_critical_temperature,
+    softmax_hard_fraction,
+    split_children,
+    weighted_top_eigen,
+)
+
+# Fraction of the weight that must be one-hot (softmax, to working precision)
+# before the schedule hands over to entmax-1.5.
+HARD_FRACTION = 0.99
+
+
+class AnnealResult(NamedTuple):
+    """The final state and the path of one annealing run."""
+
+    centers: np.ndarray
+    sigma: float
+    n_iter: int
+    converged: bool
+    certified: bool
+    activation: str
+    sigma_path: np.ndarray
+    centers_path: np.ndarray
+    objective_path: np.ndarray
+    inertia_path: np.ndarray
+    n_distinct_path: np.ndarray
+    activation_path: np.ndarray
+    critical_sigmas: np.ndarray
+
+
+class _Groups:
+    """Distinct centres, their masses, and which group holds each of k copies."""
+
+    def __init__(self, centers, mass, owner):
+        self.centers = centers
+        self.mass = mass
+        self.owner = owner
+
+    @property
+    def n(self):
+        return self.centers.shape[0]
+
+    def expanded(self):
+        return self.centers[self.owner]
+
+    def _remove(self, j, heir):
+        """Delete group ``j``; its copies go to group ``heir`` (index before)."""
+        self.owner[self.owner == j] = heir
+        self.owner[self.owner > j] -= 1
+        keep = np.arange(self.n) != j
+        self.centers, self.mass = self.centers[keep], self.mass[keep]
+
+    def merge_close(self, radius):
+        """Merge pairs closer than ``radius`` into their mass-weighted mean."""
+        while self.n > 1:
+            diff = self.centers[:, None, :] - self.centers[None, :, :]
+            dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
+            np.fill_diagonal(dist, np.inf)
+            i, j = np.unravel_index(np.argmin(dist), dist.shape)
+            if dist[i, j] >= radius:
+                return
+            i, j = min(i, j), max(i, j)
+            total = self.mass[i] + self.mass[j]
+            if total > 0:
+                self.centers[i] = (
+                    self.mass[i] * self.centers[i] + self.mass[j] * self.centers[j]
+                ) / total
+            self.mass[i] = total
+            self._remove(j, i)
+
+    def drop_light(self, min_mass):
+        """Drop groups lighter than ``min_mass``; copies join the nearest group."""
+        while self.n > 1 and self.mass.min() < min_mass:
+            j = int(np.argmin(self.mass))
+            d = ((self.centers - self.centers[j]) ** 2).sum(axis=1)
+            d[j] = np.inf
+            heir = int(np.argmin(d))
+            self._remove(j, heir if heir < j else heir - 1)
+
+    def split(self, j, left, right):
+        """Replace group ``j`` by two children, each with half its mass.
+
+        The new child takes half of ``j``'s copies, or, if ``j`` holds one
+        copy, one copy of the group holding the most (any spare copy is
+        coincident with its group, so which one moves is bookkeeping).
+        """
+        new = self.n
+        self.centers = np.vstack([self.centers, right[None, :]])
+        self.centers[j] = left
+        self.mass = np.append(self.mass, 0.5 * self.mass[j])
+        self.mass[j] *= 0.5
+        mine = np.flatnonzero(self.owner == j)
+        if mine.size >= 2:
+            self.owner[mine[mine.size // 2 :]] = new
+        else:
+            counts = np.bincount(self.owner, minlength=new)
+            donor = int(np.argmax(counts))
+            self.owner[np.flatnonzero(self.owner == donor)[-1]] = new
+
+
+def first_critical_sigma(X, w, offset, x_sq, activation):
+    """Default starting width: just above the first critical width.
+
+    With every centre at the weighted mean, the first split happens at
+    ``T_c = c lambda_max(Cov_w X)`` (``c`` from ``critical_factor``); the
+    schedule starts at ``1.1 T_c``, i.e. ``sigma = sqrt(0.55 T_c)``. Constant
+    data (``lambda_max = 0``) gives 1.
+    """
+    mean = np.asarray(X.T @ w, dtype=np.float64).reshape(1, -1) / float(w.sum())
+    res = rbf_pass(
+        X, w, mean.astype(X.dtype), 1.0, "softmax", offset, x_sq, moments=True
+    )
+    lam, _ = weighted_top_eigen(res.moments, res.N, res.S)
+    act = "entmax15" if activation == "entmax15" else "softmax"
+    T_c = critical_factor(act) * float(lam[0])
+    return float(np.sqrt(0.55 * T_c)) if T_c > 0 else 1.0
+
+
+def _stage(X, w, groups, T, activation, offset, x_sq, max_iter, move_tol):
+    """EM at temperature ``T`` over the groups; returns (iterations, converged)."""
+    sigma = np.sqrt(T / 2.0)
+    W = float(w.sum())
+    for it in range(1, max_iter + 1):
+        prior = groups.mass / W if activation == "softmax" else None
+        res = rbf_pass(
+            X, w, groups.centers, sigma, activation, offset, x_sq, prior=prior
+        )
+        new = m_step(res.N, res.S, groups.centers, offset)
+        move = float(np.sqrt(((new - groups.centers) ** 2).sum(axis=1).max()))
+        groups.centers, groups.mass = new, res.N
+        if move <= move_tol:
+            return it, True
+    return max_iter, False
+
+
+def certify(X, w, centers, offset, x_sq, sigma_max):
+    """Largest certified width (at most ``sigma_max``) and whether it holds.
+
+    The centres are certified when every margin is positive and a Lloyd step
+    (entmax-1.5 at the certified width, exactly one-hot) leaves them equal to
+    themselves to rounding. The width is shrunk by a few ulps of the margin so
+    that the one-hot test holds after the rounding of ``1 / T``.
+    """
+    _, margins = labels_margins(X, centers, offset)
+    eps = np.finfo(centers.dtype).eps
+    min_margin = float(margins.min())
+    if not min_margin > 0 or not np.isfinite(min_margin):
+        return sigma_max, min_margin == np.inf
+    sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
+    res = rbf_pass(X, w, centers, sigma, "entmax15", offset, x_sq)
+    new = m_step(res.N, res.S, centers, offset)
+    scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
+    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * max(scale, 1.0))
+    return sigma, bool(ok)
+
+
+def _next_temperature(
+    X,
+    w,
+    groups,
+    res,
+    T,
+    act,
+    activation,
+    cooling,
+    offset,
+    mass_unit,
+    n_clusters,
+    critical,
+    sigma,
+):
+    """Split or cool after a stage: ``(T_next, activation)``, or ``None``.
+
+    ``None`` means the schedule has nothing left to do: the responsibilities
+    are hard, or no group can split any more.
+    """
+    if groups.n < n_clusters:
+        lam, vec = weighted_top_eigen(res.moments, res.N, res.S)
+        j = choose_split(res.N / mass_unit, lam, T, act)
+        if j is not None:
+            mu = groups.centers[j] - offset
+            left, right = split_children(mu, lam[j], vec[j])
+            dtype = groups.centers.dtype
+            groups.split(
+                j, (left + offset).astype(dtype), (right + offset).astype(dtype)
+            )
+            critical.append(sigma)
+            return cooling * T, act
+        T_c = next_critical_temperature(res.N / mass_unit, lam, act)
+        if T_c <= 0:
+            return None  # no group can split: fewer distinct structures than k
+        return min(cooling * T, T_c * (1.0 - 1e-3)), act
+    # All k centres exist: cool fast until the responsibilities are hard.
+    _, margins = labels_margins(X, groups.centers, offset)
+    if act == "softmax":
+        if softmax_hard_fraction(margins, T, w, X.dtype) < HARD_FRACTION:
+            return 0.5 * T, act
+        if activation == "softmax":
+            return None
+        return 0.5 * T, "entmax15"
+    if margins.min() < 2.0 * T:
+        return 0.5 * T, act
+    return None
+
+
+def anneal(
+    X,
+    w,
+    n_clusters,
+    *,
+    init_centers,
+    sigma_start,
+    sigma_end,
+    cooling,
+    activation,
+    max_iter,
+    tol,
+    offset,
+    x_sq,
+    mass_unit,
+    verbose=0,
+):
+    """Run the schedule of the module docstring; returns an ``AnnealResult``.
+
+    ``init_centers=None`` starts from one group at the weighted mean, and
+    ``sigma_start=None`` then starts just above the first critical width
+    (``first_critical_sigma``). ``sigma_end``
+    ``None`` cools until certified; a float stops there with a plain (no
+    prior) EM on the k centres. ``activation`` is "auto", "softmax" or
+    "entmax15"; ``mass_unit`` is the weight of one sample for the split and
+    drop thresholds.
+    """
+    dtype = X.dtype
+    act = "entmax15" if activation == "entmax15" else "softmax"
+    W = float(w.sum())
+    if init_centers is None:
+        mean = np.asarray(X.T @ w, dtype=np.float64).reshape(1, -1) / W
+        mean = mean.astype(dtype)
+        groups = _Groups(mean, np.array([W]), np.zeros(n_clusters, dtype=np.intp))
+    else:
+        groups = _Groups(
+            np.array(init_centers, dtype=dtype),
+            np.full(n_clusters, W / n_clusters),
+            np.arange(n_clusters),
+        )
+    if sigma_start is None:
+        sigma_start = first_critical_sigma(X, w, offset, x_sq, act)
+    T = 2.0 * sigma_start**2
+    T_end = None if sigma_end is None else 2.0 * sigma_end**2
+
+    path = {k: [] for k in ("sigma", "centers", "obj", "inertia", "n", "act")}
+    critical = []
+    n_iter = 0
+    converged = True
+    max_stages = 20 * n_clusters + 200
+    for _ in range(max_stages):
+        last = T_end is not None and T <= T_end * (1 + 1e-12)
+        if last:
+            T = T_end
+        sigma = float(np.sqrt(T / 2.0))
+        if last:
+            # The model at sigma_end: plain EM on the k centres, no prior.
+            centers, it, conv = em_fixed_sigma(
+                X,
+                w,
+                groups.expanded(),
+                sigma,
+                act,
+                offset,
+                x_sq,
+                max_iter=max_iter,
+                tol=0.0 if tol == 0 else (30 * tol) ** 2 * T,
+            )
+            n_iter += it
+            converged &= conv
+            groups = _Groups(centers, np.zeros(n_clusters), np.arange(n_clusters))
+        else:
+            # A stage near a critical width may end at max_iter: the next
+            # stage continues from where it stopped, so only the final phase
+            # decides convergence.
+            it, _ = _stage(
+                X, w, groups, T, act, offset, x_sq, max_iter, 30 * tol * np.sqrt(T)
+            )
+            n_iter += it
+            groups.merge_close(0.05 * np.sqrt(T))
+            groups.drop_light(0.5 * mass_unit)
+        need_split = groups.n < n_clusters and not last
+        prior = (
+            groups.mass / groups.mass.sum() if act == "softmax" and not last else None
+        )
+        res = rbf_pass(
+            X,
+            w,
+            groups.centers,
+            sigma,
+            act,
+            offset,
+            x_sq,
+            objective=True,
+            moments=need_split,
+            prior=prior,
+        )
+        path["sigma"].append(sigma)
+        path["centers"].append(groups.expanded())
+        path["obj"].append(res.objective)
+        path["inertia"].append(res.inertia)
+        path["n"].append(groups.n)
+        path["act"].append(act)
+        if verbose:
+            print(
+                f"Stage {len(path['sigma']) - 1}: sigma {sigma:.4g}, "
+                f"{groups.n} distinct centres, {it} iterations, "
+                f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
+            )
+        if last:
+            break
+        step = _next_temperature(
+            X, w, groups, res, T, act, activation, cooling, offset, mass_unit,
+            n_clusters, critical, sigma,
+        )  # fmt: skip
+        if step is not None:
+            T, act = step
+        elif T_end is None:
+            break
+        else:
+            T = T_end  # nothing left to do above the requested width
+    else:
+        converged = False
+
+    centers = groups.expanded()
+    final_act = act
+    if T_end is None:
+        # Lloyd to label stability: entmax-1.5 at a vanishing width is exactly
+        # one-hot, so its EM is Lloyd's, and tol=0 stops when no centre moves.
+        centers, it, conv = em_fixed_sigma(
+            X, w, centers, 0.0, "entmax15", offset, x_sq, max_iter=max_iter, tol=0.0
+        )
+        n_iter += it
+        converged &= conv
+        sigma_cap = path["sigma"][-1] / np.sqrt(2.0)
+        sigma, certified = certify(X, w, centers, offset, x_sq, sigma_cap)
+        res = rbf_pass(
+            X, w, centers, sigma, final_act, offset, x_sq, stats=False, objective=True
+        )
+        path["sigma"].append(sigma)
+        path["centers"].append(centers)
+        path["obj"].append(res.objective)
+        path["inertia"].append(res.inertia)
+        path["n"].append(np.unique(centers, axis=0).shape[0])
+        path["act"].append(final_act)
+    else:
+        sigma = path["sigma"][-1]
+        cert_sigma, certified = certify(X, w, centers, offset, x_sq, sigma)
+        certified &= cert_sigma >= sigma
+    return AnnealResult(
+        centers=centers,
+        sigma=float(sigma),
+        n_iter=n_iter,
+        converged=bool(converged),
+        certified=bool(certified),
+        activation=final_act,
+        sigma_path=np.array(path["sigma"]),
+        centers_path=np.array(path["centers"]),
+        objective_path=np.array(path["obj"]),
+        inertia_path=np.array(path["inertia"]),
+        n_distinct_path=np.array(path["n"], dtype=np.intp),
+        activation_path=np.array(path["act"], dtype=object),
+        critical_sigmas=np.array(critical),
+    )
