@@ -35,35 +35,8 @@ from ._engine import (
 )
 
 
-def _tolerance(X, tol):
-    """``tol`` times the mean feature variance, as KMeans scales it."""
-    if tol == 0:
-        return 0.0
-    if sp.issparse(X):
-        from sklearn.utils.sparsefuncs import mean_variance_axis
-
-        variances = mean_variance_axis(X, axis=0)[1]
-    else:
-        variances = np.var(X, axis=0)
-    return float(np.mean(variances) * tol)
-
-
-def _auto_sigma(centers, X, sample_weight):
-    """Default width: a quarter of the median spacing of the initial centres.
-
-    Each centre's spacing is the distance to its nearest other centre. At
-    that width a sample halfway between two centres of typical spacing ``s``
-    has scores ``s^2 / 32`` apart... and a sample at a centre has the entmax
-    margin ``s^2 >= 4 sigma^2 = s^2 / 4``: clusters as far apart as the
-    centres stay apart. Degenerate cases (one centre, coincident centres)
-    fall back to the root mean feature variance, then to 1.
-    """
-    if centers.shape[0] > 1:
-        d2 = euclidean_distances(centers, squared=True)
-        np.fill_diagonal(d2, np.inf)
-        spacing = float(np.median(np.sqrt(d2.min(axis=1))))
-        if spacing > 0 and np.isfinite(spacing):
-            return 0.25 * spacing
+def _weighted_mean_variance(X, sample_weight):
+    """Mean over features of the weighted variance of ``X``."""
     w = sample_weight / sample_weight.sum()
     if sp.issparse(X):
         mean = np.asarray(X.T @ w).ravel()
@@ -71,7 +44,38 @@ def _auto_sigma(centers, X, sample_weight):
     else:
         mean = w @ X
         var = w @ (X - mean) ** 2
-    scale = float(np.sqrt(max(np.mean(var), 0.0)))
+    return max(float(np.mean(var)), 0.0)
+
+
+def _tolerance(X, sample_weight, tol):
+    """``tol`` times the mean feature variance, as KMeans scales it.
+
+    The variance is weighted (KMeans's is not), so that integer weights stay
+    equivalent to repeated rows down to the stopping iteration.
+    """
+    if tol == 0:
+        return 0.0
+    return _weighted_mean_variance(X, sample_weight) * tol
+
+
+def _auto_sigma(centers, X, sample_weight):
+    """Default width: a quarter of the median spacing of the initial centres.
+
+    Each distinct centre's spacing is the distance to its nearest other
+    distinct centre (coincident initial centres, from duplicate points, do
+    not shrink the width to zero). A sample at a centre of typical spacing
+    ``s`` then has the entmax margin ``s^2 >= 4 sigma^2 = s^2 / 4``: clusters
+    as far apart as the centres stay apart. With a single distinct centre the
+    width falls back to the root mean feature variance, then to 1.
+    """
+    distinct = np.unique(centers, axis=0)
+    if distinct.shape[0] > 1:
+        d2 = euclidean_distances(distinct, squared=True)
+        np.fill_diagonal(d2, np.inf)
+        spacing = float(np.median(np.sqrt(d2.min(axis=1))))
+        if spacing > 0 and np.isfinite(spacing):
+            return 0.25 * spacing
+    scale = float(np.sqrt(_weighted_mean_variance(X, sample_weight)))
     return scale if scale > 0 and np.isfinite(scale) else 1.0
 
 
@@ -103,7 +107,7 @@ class _BaseRBFKMeans(
             accept_sparse="csr",
             dtype=[np.float64, np.float32],
             order="C",
-            accept_large_sparse=False,
+            accept_large_sparse=True,
         )
         if X.shape[0] < self.n_clusters:
             raise ValueError(
@@ -126,7 +130,7 @@ class _BaseRBFKMeans(
             reset=False,
             dtype=[np.float64, np.float32],
             order="C",
-            accept_large_sparse=False,
+            accept_large_sparse=True,
         )
 
     def _resolve_n_init(self, default_n_init=10):
@@ -155,17 +159,15 @@ class _BaseRBFKMeans(
             )
         return init
 
-    def _init_centroids(self, X, init, random_state, sample_weight, x_sq):
+    def _init_centroids(self, X, init, random_state, sample_weight):
         n_clusters = self.n_clusters
         if self._init_is_array:
             return init.copy()
         if isinstance(init, str) and init == "k-means++":
+            # x_sq holds norms of the centred rows: let kmeans_plusplus
+            # compute those of X itself.
             centers, _ = kmeans_plusplus(
-                X,
-                n_clusters,
-                sample_weight=sample_weight,
-                x_squared_norms=x_sq,
-                random_state=random_state,
+                X, n_clusters, sample_weight=sample_weight, random_state=random_state
             )
         elif isinstance(init, str) and init == "random":
             positive = np.flatnonzero(sample_weight > 0)
@@ -528,7 +530,7 @@ class RBFKMeans(_BaseRBFKMeans):
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         init = self._check_init_array(X) if self._init_is_array else self.init
         n_init = self._resolve_n_init()
-        tol = _tolerance(X, self.tol)
+        tol = _tolerance(X, sample_weight, self.tol)
         random_state = check_random_state(self.random_state)
         offset = data_offset(X, sample_weight)
         x_sq = squared_norms(X, offset)
@@ -536,7 +538,7 @@ class RBFKMeans(_BaseRBFKMeans):
         sigma = None if self.sigma == "auto" else float(self.sigma)
         best = None
         for _ in range(n_init):
-            centers = self._init_centroids(X, init, random_state, sample_weight, x_sq)
+            centers = self._init_centroids(X, init, random_state, sample_weight)
             if self.verbose:
                 print("Initialization complete")
             if sigma is None:
@@ -834,7 +836,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 sigma_start = first_critical_sigma(X, sample_weight, offset, x_sq, act)
             else:
                 init_centers = self._init_centroids(
-                    X, init, random_state, sample_weight, x_sq
+                    X, init, random_state, sample_weight
                 )
                 sigma_start = _auto_sigma(init_centers, X, sample_weight)
             if self.sigma_start != "auto":
