@@ -7,6 +7,9 @@ distances ``e_ij = ||mu_j||^2 - 2 x_i . mu_j`` and the shifted scores
 ``u_ij = (min_l e_il - e_ij) / T <= 0``, whose maximum is exactly 0.
 """
 
+import math
+import threading
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
@@ -27,10 +30,10 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation):
     centred rows and, for entmax, its five-buffer workspace).
     """
     itemsize = np.dtype(dtype).itemsize
-    n_buffers = 2.2 + (5 if activation == "entmax15" else 0)
+    n_buffers = 3.2 + (5 if activation == "entmax15" else 0)
     row_bytes = itemsize * (n_buffers * n_clusters + n_features)
     bound = int(get_config()["working_memory"] * 2**20 // row_bytes)
-    target = _TARGET_BLOCK_BYTES // (itemsize * n_clusters)
+    target = _TARGET_BLOCK_BYTES // (itemsize * (n_clusters + n_features))
     return int(max(1, min(n_samples, bound, max(target, 64))))
 
 
@@ -49,26 +52,45 @@ def temperature(sigma, dtype):
     return T, dtype.type(1.0 / T)
 
 
+_POOL = threading.local()
+
+
+def pooled_empty(name, shape, dtype):
+    """Return an uninitialised array backed by a reused per-thread buffer.
+
+    A fit makes thousands of passes; fresh score-sized temporaries would cost
+    page faults on every one. Each thread keeps one growing buffer per name
+    and dtype (a few MiB: blocks are sized to about 1 MiB of scores), so a
+    view handed out here is valid until the next request for the same name.
+    """
+    arrays = getattr(_POOL, "arrays", None)
+    if arrays is None:
+        arrays = _POOL.arrays = {}
+    dtype = np.dtype(dtype)
+    size = math.prod(shape)
+    key = (name, dtype.str)
+    flat = arrays.get(key)
+    if flat is None or flat.size < size:
+        flat = arrays[key] = np.empty(max(size, 1), dtype=dtype)
+    return flat[:size].reshape(shape)
+
+
 class BlockBuffers:
-    """Scratch space for one block, reused across blocks and iterations."""
+    """Scratch space for one block, reused across blocks, passes and fits."""
 
     def __init__(self, n_rows, n_clusters, n_features, dtype, activation, sparse):
-        self.E = np.empty((n_rows, n_clusters), dtype=dtype)
-        self.D = np.empty((n_rows, n_clusters), dtype=dtype)
-        self.near = np.empty((n_rows, n_clusters), dtype=bool)
-        self._scratch = None
-        self.X = None if sparse else np.empty((n_rows, n_features), dtype=dtype)
+        shape = (n_rows, n_clusters)
+        self.E = pooled_empty("E", shape, dtype)
+        self.D = pooled_empty("D", shape, dtype)
+        self.near = pooled_empty("near", shape, bool)
+        self.scratch = pooled_empty("scratch", shape, dtype)
+        self.X = None if sparse else pooled_empty("X", (n_rows, n_features), dtype)
         self.ones = np.ones(n_clusters, dtype=dtype)
         self.ws = (
-            _Workspace(n_rows, n_clusters, dtype) if activation == "entmax15" else None
+            _Workspace(n_rows, n_clusters, dtype, empty=pooled_empty)
+            if activation == "entmax15"
+            else None
         )
-
-    @property
-    def scratch(self):
-        """A third score-sized buffer, allocated on first use (objective only)."""
-        if self._scratch is None:
-            self._scratch = np.empty_like(self.E)
-        return self._scratch
 
 
 def centred_block(X, sl, offset, buf):
@@ -121,8 +143,8 @@ def scores_inplace(E, e_min, inv_T):
     return E
 
 
-# Skip the exp of far scores when fewer than this fraction of them are near.
-_SPARSE_EXP_DENSITY = 0.3
+# Below this fraction of near scores, exponentiate only those (gathered).
+_SPARSE_EXP_DENSITY = 0.4
 
 
 def responsibilities_inplace(U, imin, activation, buf, skip=False):
@@ -131,13 +153,17 @@ def responsibilities_inplace(U, imin, activation, buf, skip=False):
     Softmax needs no further shift: the maximum is 0, so ``exp`` never
     overflows and each row sum is at least 1.
 
-    With ``skip=True`` (EM statistics only, never ``predict_proba``), softmax
-    scores below ``-log(2 k / eps)`` are set to 0 without an ``exp`` when they
-    are the majority: together they weigh less than half an ulp of the row
-    sum, so the sufficient statistics do not change beyond rounding, and
-    ``exp`` is the most expensive operation of an iteration.
+    With ``skip=True`` (EM statistics only, never ``predict_proba`` or the
+    objective), softmax scores below ``-cut = -log(2 k / eps)`` are not
+    exponentiated: together they weigh less than half an ulp of the row sum,
+    so the sufficient statistics do not change beyond rounding. When fewer
+    than 40% of the scores are near, only those are gathered and
+    exponentiated and the rest are 0; otherwise the scores are clamped at
+    ``-cut`` before one ``exp`` (libm's ``exp`` is several times slower on
+    arguments that underflow). ``exp`` is the most expensive step of an
+    iteration.
 
-    Returns the responsibilities: ``U`` itself, or ``buf.D`` when skipping.
+    Returns the responsibilities: ``U`` itself, or ``buf.D`` when gathering.
     """
     if activation == "entmax15":
         return _sparse_rows(U, imin, 1.5, buf.ws)
@@ -146,16 +172,21 @@ def responsibilities_inplace(U, imin, activation, buf, skip=False):
     # Scores far below the maximum underflow to 0: their value at working
     # precision.
     with np.errstate(under="ignore"):
-        if skip:
+        if not skip:
+            np.exp(U, out=U)
+        else:
             cut = np.log(2.0 * k / np.finfo(U.dtype).eps)
             near = np.greater(U, -cut, out=buf.near[:b])
             if np.count_nonzero(near) < _SPARSE_EXP_DENSITY * near.size:
+                idx = np.flatnonzero(near)
+                vals = np.exp(U.ravel()[idx])
+                rows = idx // k
+                vals /= np.bincount(rows, weights=vals, minlength=b)[rows]
                 R = buf.D[:b]
                 R.fill(0.0)
-                np.exp(U, out=R, where=near)
-            else:
-                np.exp(U, out=U)
-        else:
+                R.ravel()[idx] = vals
+                return R
+            np.maximum(U, -cut, out=U)
             np.exp(U, out=U)
     R /= (R @ buf.ones)[:, None]
     return R

@@ -95,9 +95,16 @@ class _Workspace:
     the kernels below write every intermediate into these instead.
     """
 
-    def __init__(self, n_rows, k, dtype):
+    def __init__(self, n_rows, k, dtype, empty=None):
+        # ``empty(name, shape, dtype)`` lets a caller lend long-lived memory.
+        if empty is None:
+
+            def empty(name, shape, dtype):
+                return np.empty(shape, dtype=dtype)
+
         self.dense, self.active, self.spare, self.V, self.W = (
-            np.empty((n_rows, k), dtype=dtype) for _ in range(5)
+            empty(f"entmax_{name}", (n_rows, k), dtype)
+            for name in ("dense", "active", "spare", "V", "W")
         )
         # Row sums as a matrix-vector product: BLAS beats ufunc reductions on
         # short rows by a factor of two or more.
