@@ -144,6 +144,13 @@ def _split_one_hot(U, imax, alpha, ws):
     scaled scores and their numbers of candidates.
     """
     m = U.shape[0]
+    # alpha - 1 beyond the dtype's range (float32) would turn the maximum (0)
+    # into 0 * inf = NaN: multiply in float64 then, and round the product.
+    scale = alpha - 1.0
+    if scale <= float(np.finfo(U.dtype).max):
+        scale = U.dtype.type(scale)
+    else:
+        scale = np.float64(scale)
     # Scaling may overflow to -inf (far below the maximum: the exact limit)
     # or underflow subnormal scores (their value at working precision).
     with np.errstate(over="ignore", under="ignore"):
@@ -152,13 +159,13 @@ def _split_one_hot(U, imax, alpha, ws):
             # test at -1 / (alpha - 1) decides as the scaled one does.
             cand = np.greater(U, -1.0 / (alpha - 1.0), out=ws.V[:m])
         else:
-            np.multiply(U, alpha - 1.0, out=ws.V[:m])
+            np.multiply(U, scale, out=ws.V[:m])
             cand = np.greater(ws.V[:m], -1.0, out=ws.V[:m])
         n_cand = cand @ ws.ones
         dense = np.flatnonzero(n_cand > 1.0)
         Ud = np.take(U, dense, axis=0, out=ws.dense[: dense.size])
         if alpha != 2.0:
-            np.multiply(Ud, alpha - 1.0, out=Ud)
+            np.multiply(Ud, scale, out=Ud)
     U.fill(0.0)
     U[np.arange(m), imax] = 1.0
     return dense, Ud, n_cand[dense]
@@ -425,7 +432,11 @@ def _bisect_threshold(U, alpha, n_cand, n_iter, ws):
     """
     m = U.shape[0]
     lo = np.full(m, -1.0, dtype=U.dtype)
-    hi = -np.power(1.0 / n_cand, alpha - 1.0).astype(U.dtype)
+    # For a large alpha the bound underflows to -0: its value at working
+    # precision.
+    with np.errstate(under="ignore"):
+        hi = -np.power(1.0 / n_cand.astype(np.float64), alpha - 1.0)
+    hi = hi.astype(U.dtype)
     V = ws.V[:m]
     for _ in range(n_iter):
         mid = 0.5 * (lo + hi)
@@ -609,17 +620,28 @@ def entmax_backward(P, G, *, alpha=1.5, axis=-1):
             raise ValueError(f"{name} contains NaN or infinity.")
     if (Pr < 0).any():
         raise ValueError("P has negative entries; it must be a probability map.")
+    support = Pr > 0
+    if Pr.size and not support.any(axis=1).all():
+        raise ValueError("P has a slice with no positive entry.")
     if alpha == 2.0:
-        S = (Pr > 0).astype(dtype)
+        S = support.astype(dtype)
     elif alpha == 1.5:
         S = np.sqrt(Pr)
     else:
+        # s = p ** (2 - alpha) overflows for alpha > 2 and a small p: work with
+        # s / max(s) (computed in the log domain) and scale back at the end.
+        with np.errstate(divide="ignore"):
+            log_s = np.where(support, (2.0 - alpha) * np.log(Pr), -np.inf)
+        log_scale = log_s.max(axis=1, keepdims=True)
         with np.errstate(under="ignore"):
-            S = np.power(Pr, 2.0 - alpha, where=Pr > 0, out=np.zeros_like(Pr))
+            S = np.exp(log_s - log_scale)
+    # dZ = s * g - s * <s, g> / sum(s), with s up to a positive factor per row.
     total = S.sum(axis=1, keepdims=True)
-    if Pr.size and (total <= 0).any():
-        raise ValueError("P has a slice with no positive entry.")
-    # dZ = s * g - s * <s, g> / sum(s)
     dZ = S * Gr
     dZ -= S * (dZ.sum(axis=1, keepdims=True) / total)
+    if alpha not in (1.5, 2.0):
+        # Exact zeros stay zero (no inf * 0) when the factor overflows.
+        with np.errstate(over="ignore", under="ignore"):
+            scale = np.broadcast_to(np.exp(log_scale), dZ.shape)
+            np.multiply(dZ, scale, out=dZ, where=dZ != 0)
     return restore(dZ)
