@@ -180,7 +180,8 @@ def certify(X, w, centers, offset, x_sq, sigma_max):
     """
     _, margins = labels_margins(X, centers, offset)
     eps = np.finfo(centers.dtype).eps
-    min_margin = float(margins.min())
+    # Samples of weight 0 do not enter the fixed point: they cannot break it.
+    min_margin = float(margins[w > 0].min())
     if not min_margin > 0 or not np.isfinite(min_margin):
         return sigma_max, min_margin == np.inf
     sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
@@ -235,7 +236,7 @@ def _next_temperature(
         if activation == "softmax":
             return None
         return 0.5 * T, "entmax15"
-    if margins.min() < 2.0 * T:
+    if margins[w > 0].min() < 2.0 * T:
         return 0.5 * T, act
     return None
 
@@ -362,7 +363,10 @@ def anneal(
         else:
             T = T_end  # nothing left to do above the requested width
     else:
-        converged = False
+        # The stage cap only guards against a schedule that cycles; the final
+        # phase below still decides convergence and certification.
+        if verbose:
+            print(f"Stopped the schedule after {max_stages} stages.")
 
     centers = groups.expanded()
     final_act = act
@@ -385,6 +389,12 @@ def anneal(
         path["inertia"].append(res.inertia)
         path["n"].append(np.unique(centers, axis=0).shape[0])
         path["act"].append(final_act)
+        if verbose:
+            print(
+                f"Stage {len(path['sigma']) - 1}: sigma {sigma:.4g}, Lloyd "
+                f"{'converged' if conv else 'stopped'} after {it} iterations, "
+                f"inertia {res.inertia:.6g}, certified {certified}."
+            )
     else:
         sigma = path["sigma"][-1]
         cert_sigma, certified = certify(X, w, centers, offset, x_sq, sigma)

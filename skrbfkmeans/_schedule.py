@@ -24,7 +24,8 @@ def weighted_top_eigen(M, N, S):
 
     ``M_j = sum_i w_i r_ij x x^T``, ``N_j`` and ``S_j`` are the group's
     moments (centred coordinates); ``C_j = M_j / N_j - mu_j mu_j^T`` with
-    ``mu_j = S_j / N_j``. Groups without mass get eigenvalue 0.
+    ``mu_j = S_j / N_j``. Groups without mass, and eigenvalues within
+    rounding of the trace of ``M_j / N_j``, get eigenvalue 0.
 
     Returns
     -------
@@ -46,7 +47,12 @@ def weighted_top_eigen(M, N, S):
     # subtraction above may leave asymmetric rounding.
     C = 0.5 * (C + np.swapaxes(C, 1, 2))
     w, v = np.linalg.eigh(C)
-    lam[alive] = np.maximum(w[:, -1], 0.0)
+    # M / N - mu mu^T cancels: an eigenvalue within rounding of the second
+    # moment's trace (e.g. a group of identical points) is 0, not a spread
+    # to split along.
+    trace = np.trace(M[alive], axis1=1, axis2=2) / N[alive]
+    noise = 64.0 * np.finfo(M.dtype).eps * np.abs(trace)
+    lam[alive] = np.where(w[:, -1] > noise, w[:, -1], 0.0)
     vec[alive] = v[:, :, -1]
     return lam, vec
 
