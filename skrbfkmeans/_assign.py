@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 
-from ._entmax import _sparse_rows, _Workspace
+from ._entmax_rows import _sparse_rows, _Workspace
 
 ACTIVATIONS = ("softmax", "entmax15")
 
