@@ -2,6 +2,7 @@
 
 from ._entmax import entmax15, entmax_backward, entmax_bisect, sparsemax
 from ._loss import rbf_kmeans_loss
+from ._polish import kmeans_polish
 from ._rbf_kmeans import AnnealedRBFKMeans, RBFKMeans
 from ._version import __version__
 
@@ -12,6 +13,7 @@ __all__ = [
     "entmax15",
     "entmax_backward",
     "entmax_bisect",
+    "kmeans_polish",
     "rbf_kmeans_loss",
     "sparsemax",
 ]

@@ -33,6 +33,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ._engine import em_fixed_sigma, labels_margins, m_step, rbf_pass
+from ._polish import lloyd
+from ._polish import polish as polish_search
 from ._schedule import (
     choose_split,
     critical_factor,
@@ -63,6 +65,7 @@ class AnnealResult(NamedTuple):
     n_distinct_path: np.ndarray
     activation_path: np.ndarray
     critical_sigmas: np.ndarray
+    n_polish_moves: int
 
 
 class _Groups:
@@ -178,7 +181,7 @@ def certify(X, w, centers, offset, x_sq, sigma_max):
     themselves to rounding. The width is shrunk by a few ulps of the margin so
     that the one-hot test holds after the rounding of ``1 / T``.
     """
-    _, margins = labels_margins(X, centers, offset)
+    _, margins, _ = labels_margins(X, centers, offset)
     eps = np.finfo(centers.dtype).eps
     # Samples of weight 0 do not enter the fixed point: they cannot break it.
     min_margin = float(margins[w > 0].min())
@@ -229,7 +232,7 @@ def _next_temperature(
             return None  # no group can split: fewer distinct structures than k
         return min(cooling * T, T_c * (1.0 - 1e-3)), act
     # All k centres exist: cool fast until the responsibilities are hard.
-    _, margins = labels_margins(X, groups.centers, offset)
+    _, margins, _ = labels_margins(X, groups.centers, offset)
     if act == "softmax":
         if softmax_hard_fraction(margins, T, w, X.dtype) < HARD_FRACTION:
             return 0.5 * T, act
@@ -256,6 +259,7 @@ def anneal(
     offset,
     x_sq,
     mass_unit,
+    polish=False,
     verbose=0,
 ):
     """Run the schedule of the module docstring; returns an ``AnnealResult``.
@@ -370,12 +374,16 @@ def anneal(
 
     centers = groups.expanded()
     final_act = act
+    n_moves = 0
     if T_end is None:
-        # Lloyd to label stability: entmax-1.5 at a vanishing width is exactly
-        # one-hot, so its EM is Lloyd's, and tol=0 stops when no centre moves.
-        centers, it, conv = em_fixed_sigma(
-            X, w, centers, 0.0, "entmax15", offset, x_sq, max_iter=max_iter, tol=0.0
-        )
+        centers, it, conv = lloyd(X, w, centers, offset, x_sq, max_iter)
+        if polish:
+            # Split/merge moves from the hard solution; each ends on a Lloyd
+            # fixed point, and the certificate below is computed afresh.
+            centers, _, n_moves, it_polish = polish_search(
+                X, w, centers, offset, x_sq, max_iter=max_iter
+            )
+            it += it_polish
         n_iter += it
         converged &= conv
         sigma_cap = path["sigma"][-1] / np.sqrt(2.0)
@@ -393,7 +401,8 @@ def anneal(
             print(
                 f"Stage {len(path['sigma']) - 1}: sigma {sigma:.4g}, Lloyd "
                 f"{'converged' if conv else 'stopped'} after {it} iterations, "
-                f"inertia {res.inertia:.6g}, certified {certified}."
+                f"{n_moves} polish moves, inertia {res.inertia:.6g}, "
+                f"certified {certified}."
             )
     else:
         sigma = path["sigma"][-1]
@@ -413,4 +422,5 @@ def anneal(
         n_distinct_path=np.array(path["n"], dtype=np.intp),
         activation_path=np.array(path["act"], dtype=object),
         critical_sigmas=np.array(critical),
+        n_polish_moves=n_moves,
     )

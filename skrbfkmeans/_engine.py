@@ -283,12 +283,14 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
 
 
 def labels_margins(X, centers, offset):
-    """Nearest centre and margin ``d_(2) - d_(1)`` of every sample.
+    """Nearest centre, margin ``d_(2) - d_(1)`` and ``d_(1) - ||x||^2``.
 
     The margin is computed from the same partial distances as the
     responsibilities, so ``margin >= 4 sigma^2`` decides exactly as the
     entmax-1.5 one-hot test does at width ``sigma`` (up to the rounding of
     one multiplication by ``1 / T``). With one centre the margin is ``inf``.
+    The last array plus ``squared_norms(X, offset)`` is the squared distance
+    to the nearest centre.
     """
     dtype = centers.dtype
     n_samples, n_features = X.shape
@@ -298,11 +300,13 @@ def labels_margins(X, centers, offset):
     buf = BlockBuffers(step, n_clusters, n_features, dtype, "softmax", sp.issparse(X))
     labels = np.empty(n_samples, dtype=np.int32)
     margins = np.full(n_samples, np.inf)
+    nearest = np.empty(n_samples, dtype=dtype)
     for sl in _blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         E, imin, e_min = partial_distances(Xb, pc, buf)
         labels[sl] = imin
+        nearest[sl] = e_min
         if n_clusters > 1:
             two = np.partition(E, 1, axis=1)[:, :2]
             margins[sl] = two[:, 1] - two[:, 0]
-    return labels, margins
+    return labels, margins, nearest

@@ -428,6 +428,8 @@ class RBFKMeans(_BaseRBFKMeans):
     See Also
     --------
     AnnealedRBFKMeans : Anneal the width down to a certified K-Means solution.
+    kmeans_polish : The best hard solution near ``cluster_centers_`` (this
+        estimator's solution is soft by design).
     rbf_kmeans_loss : The free energy and its gradients as a function.
     sklearn.cluster.KMeans : Hard K-Means.
 
@@ -618,11 +620,12 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         spacing of the initial centres (as in :class:`RBFKMeans`).
     sigma_end : float or "auto", default="auto"
         Final width. ``"auto"``: cool until the responsibilities are hard,
-        run Lloyd iterations until the labels stop changing, and end at the
-        largest width at which every sample's entmax-1.5 responsibilities are
-        exactly one-hot (margin ``>= 4 sigma^2``): the result is certified to
-        be an exact K-Means fixed point. A float stops there instead, with a
-        plain EM at that width.
+        run Lloyd iterations until the labels stop changing (then the polish,
+        see ``polish``), and end at the largest width at which every sample's
+        entmax-1.5 responsibilities are exactly one-hot (margin
+        ``>= 4 sigma^2``): the result is certified to be an exact K-Means
+        fixed point. A float stops there instead, with a plain EM at that
+        width (and no polish: the solution is soft).
     cooling : float in (0, 1), default=0.9
         Geometric factor applied to ``sigma^2`` after each split. Where no
         group can split the width jumps to just below the next critical
@@ -652,6 +655,12 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         Seeds a random ``init``; unused with ``init="anneal"``.
     copy_x : bool, default=True
         Kept for compatibility with KMeans; ``X`` is never modified.
+    polish : bool, default=True
+        With ``sigma_end="auto"``, improve the hard solution by the
+        deterministic split/merge moves of :func:`kmeans_polish` before it is
+        certified. Annealing resolves the data's natural clusters first and
+        may spend centres on the wrong ones (clusters of very unequal sizes);
+        the polish moves them.
 
     Attributes
     ----------
@@ -691,6 +700,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         The map used at each stage (``"softmax"`` or ``"entmax15"``).
     critical_sigmas_ : ndarray of shape (n_splits,)
         Widths at which a group of centres split.
+    n_polish_moves_ : int
+        Number of split/merge moves the polish accepted (0 without polish).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (n_features_in_,)
@@ -700,6 +711,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     See Also
     --------
     RBFKMeans : Soft K-Means at a fixed width.
+    kmeans_polish : The split/merge search run when ``polish=True``.
     sklearn.cluster.KMeans : Hard K-Means with random restarts.
 
     Notes
@@ -749,6 +761,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             StrOptions({"auto"}),
         ],
         "cooling": [Interval(Real, 0, 1, closed="neither")],
+        "polish": ["boolean"],
         "activation": [StrOptions({"auto", *ACTIVATIONS})],
         "init": [
             StrOptions({"anneal", "k-means++", "random"}),
@@ -772,6 +785,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         verbose=0,
         random_state=None,
         copy_x=True,
+        polish=True,
     ):
         self.n_clusters = n_clusters
         self.sigma_start = sigma_start
@@ -785,6 +799,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.verbose = verbose
         self.random_state = random_state
         self.copy_x = copy_x
+        self.polish = polish
 
     def _final_activation(self):
         return self._activation
@@ -860,6 +875,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 offset=offset,
                 x_sq=x_sq,
                 mass_unit=_mass_unit(sample_weight),
+                polish=self.polish,
                 verbose=self.verbose,
             )
             key = result.inertia_path[-1] if sigma_end is None else None
@@ -881,6 +897,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.n_distinct_centers_path_ = result.n_distinct_path
         self.activation_path_ = result.activation_path
         self.critical_sigmas_ = result.critical_sigmas
+        self.n_polish_moves_ = result.n_polish_moves
         if not self.converged_:
             warnings.warn(
                 f"{self.__class__.__name__}: the final phase did not converge "

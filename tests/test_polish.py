@@ -1,0 +1,198 @@
+"""Tests for kmeans_polish and AnnealedRBFKMeans(polish=...)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs
+from sklearn.utils._param_validation import InvalidParameterError
+
+from skrbfkmeans import AnnealedRBFKMeans, kmeans_polish
+
+
+def unequal_clusters(seed):
+    """Four clusters of sizes 2000/150/60/40, the small ones far and tight.
+
+    The small clusters' union has a far larger spread than the big cluster,
+    so annealing splits them first and spends all k=4 centres on them, while
+    the optimum splits the big cluster and merges the two lightest (DESIGN.md
+    section 2: pure annealing ends ~20% above the optimum here).
+    """
+    rng = np.random.default_rng(seed)
+    sizes = [2000, 150, 60, 40]
+    centers = np.array([[0.0, 0.0], [50.0, 0.0], [50.0, 25.0], [50.0, 40.0]])
+    stds = np.array([3.0, 0.5, 0.5, 0.5])
+    labels = np.repeat(np.arange(4), sizes)
+    return centers[labels] + rng.standard_normal((labels.size, 2)) * stds[labels, None]
+
+
+def hard_inertia(X, centers, w=None):
+    # Independent oracle: weighted squared distance to the nearest centre.
+    w = np.ones(X.shape[0]) if w is None else w
+    d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+    return float(w @ d.min(axis=1))
+
+
+def lloyd_step(X, centers, w=None):
+    # Independent oracle: one Lloyd step (empty clusters keep their centre).
+    w = np.ones(X.shape[0]) if w is None else w
+    labels = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
+    new = centers.copy()
+    for j in range(centers.shape[0]):
+        mask = labels == j
+        if w[mask].sum() > 0:
+            new[j] = w[mask] @ X[mask] / w[mask].sum()
+    return new
+
+
+@pytest.mark.parametrize("n_clusters", [2, 5, 9], ids=lambda k: f"k{k}")
+def test_inertia_never_increases(n_clusters, global_random_seed):
+    # Check that the polished inertia is at most the input's, whatever the
+    # input centres (random rows, not a fixed point), and that the result is a
+    # Lloyd fixed point whose reported inertia and labels are exact.
+    rng = np.random.default_rng(global_random_seed)
+    X, _ = make_blobs(300, centers=6, cluster_std=1.5, random_state=global_random_seed)
+    start = X[rng.choice(X.shape[0], n_clusters, replace=False)]
+    centers, labels, inertia, n_moves = kmeans_polish(X, start)
+    assert inertia <= hard_inertia(X, start) * (1 + 1e-12)
+    assert_allclose(inertia, hard_inertia(X, centers), rtol=1e-10)
+    assert_allclose(lloyd_step(X, centers), centers, rtol=1e-10, atol=1e-10)
+    d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+    assert_array_equal(labels, d.argmin(axis=1))
+    assert labels.dtype == np.int32 and n_moves >= 0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2], ids=lambda s: f"data{s}")
+def test_unequal_clusters_reach_the_optimum(seed):
+    # Check that on four clusters of very unequal size the polish closes the
+    # gap that annealing alone leaves: the polished annealing result is at
+    # least as good as the best of 100 k-means++ restarts (an upper bound of
+    # the optimum), while the unpolished one is far above it.
+    X = unequal_clusters(seed)
+    best = KMeans(4, n_init=100, random_state=0).fit(X).inertia_
+    plain = AnnealedRBFKMeans(4, polish=False).fit(X)
+    polished = AnnealedRBFKMeans(4).fit(X)
+    assert plain.inertia_ > 1.1 * best
+    assert polished.inertia_ <= best * (1 + 1e-9)
+    assert polished.n_polish_moves_ >= 1 and plain.n_polish_moves_ == 0
+    _, _, inertia, n_moves = kmeans_polish(X, plain.cluster_centers_)
+    assert inertia <= best * (1 + 1e-9) and n_moves >= 1
+
+
+def test_optimal_solution_comes_back_unchanged(global_random_seed):
+    # Check that a solution no move can improve (well-separated blobs, one
+    # centre each, at their Lloyd fixed point) comes back bit for bit with
+    # zero moves.
+    X, _ = make_blobs(
+        400,
+        centers=[[0, 0], [20, 0], [0, 20], [20, 20]],
+        cluster_std=1.0,
+        random_state=global_random_seed,
+    )
+    start = KMeans(4, n_init=10, random_state=0).fit(X).cluster_centers_
+    start, *_ = kmeans_polish(X, start, max_moves=0)  # the fixed point itself
+    centers, _, _, n_moves = kmeans_polish(X, start)
+    assert n_moves == 0
+    assert_array_equal(centers, start)
+
+
+def test_max_moves_bounds_the_search():
+    # Check that max_moves=0 only runs Lloyd and max_moves=1 stops after one
+    # accepted move.
+    X = unequal_clusters(0)
+    start = AnnealedRBFKMeans(4, polish=False).fit(X).cluster_centers_
+    assert kmeans_polish(X, start, max_moves=0)[3] == 0
+    assert kmeans_polish(X, start, max_moves=1)[3] == 1
+
+
+def test_weights_equal_repetition(global_random_seed):
+    # Check that integer weights give the same result as repeated rows and
+    # that a zero weight is the same as removing the row.
+    rng = np.random.default_rng(global_random_seed)
+    X, _ = make_blobs(120, centers=5, cluster_std=2.0, random_state=global_random_seed)
+    w = rng.integers(0, 4, X.shape[0])
+    start = X[np.flatnonzero(w)[:4]]
+    weighted = kmeans_polish(X, start, sample_weight=w)
+    repeated = kmeans_polish(np.repeat(X, w, axis=0), start)
+    assert_allclose(weighted[0], repeated[0], rtol=1e-10, atol=1e-10)
+    assert_allclose(weighted[2], repeated[2], rtol=1e-10)
+    assert weighted[3] == repeated[3]
+    assert_array_equal(np.repeat(weighted[1], w), repeated[1])
+
+
+def test_deterministic_and_random_state_unused():
+    # Check that the search is deterministic: the same output twice and for
+    # any random_state, and the global NumPy random state is not touched.
+    X = unequal_clusters(1)
+    start = AnnealedRBFKMeans(4, polish=False).fit(X).cluster_centers_
+    state = np.random.get_state()  # noqa: NPY002 (the legacy global state)
+    ref = kmeans_polish(X, start)
+    for random_state in (None, 0, 7, np.random.RandomState(3)):
+        out = kmeans_polish(X, start, random_state=random_state)
+        assert_array_equal(out[0], ref[0])
+        assert_array_equal(out[1], ref[1])
+        assert out[2:] == ref[2:]
+    after = np.random.get_state()  # noqa: NPY002
+    assert_array_equal(state[1], after[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_sparse_and_dtypes(dtype):
+    # Check that CSR input gives the dense result and that float32 stays
+    # float32, close to the float64 result.
+    X = unequal_clusters(2)
+    start = AnnealedRBFKMeans(4, polish=False).fit(X).cluster_centers_
+    dense = kmeans_polish(X.astype(dtype), start)
+    sparse = kmeans_polish(sp.csr_matrix(X.astype(dtype)), start)
+    assert dense[0].dtype == dtype
+    rtol = 1e-4 if dtype == np.float32 else 1e-9
+    assert_allclose(sparse[0], dense[0], rtol=rtol, atol=rtol)
+    assert_allclose(sparse[2], dense[2], rtol=rtol)
+    ref = kmeans_polish(X, start)
+    assert_allclose(dense[2], ref[2], rtol=rtol)
+
+
+def test_bad_input_and_input_untouched():
+    # Check that bad input raises a clear error and that nothing the caller
+    # passed is modified.
+    X = unequal_clusters(0)
+    start = X[:4].copy()
+    X_copy, start_copy = X.copy(), start.copy()
+    w = np.ones(X.shape[0])
+    kmeans_polish(X, start, sample_weight=w)
+    assert_array_equal(X, X_copy)
+    assert_array_equal(start, start_copy)
+    assert_array_equal(w, np.ones(X.shape[0]))
+    with pytest.raises(ValueError, match="features"):
+        kmeans_polish(X, start[:, :1])
+    with pytest.raises(ValueError, match="n_samples=3 should be >= n_clusters=4"):
+        kmeans_polish(X[:3], start)
+    with pytest.raises(ValueError, match="NaN"):
+        kmeans_polish(np.where(X == X[0, 0], np.nan, X), start)
+    with pytest.raises(ValueError, match="Negative values"):
+        kmeans_polish(X, start, sample_weight=-w)
+    with pytest.raises(ValueError, match="non-zero"):
+        kmeans_polish(X, start, sample_weight=0 * w)
+    with pytest.raises(InvalidParameterError, match="max_moves"):
+        kmeans_polish(X, start, max_moves=-1)
+
+
+def test_annealed_polish_is_certified(global_random_seed):
+    # Check that after the polish the annealed result is still an exact,
+    # certified Lloyd fixed point whose path ends on the polished centres.
+    X = unequal_clusters(global_random_seed % 3)
+    km = AnnealedRBFKMeans(4).fit(X)
+    assert km.certified_
+    assert_array_equal(km.centers_path_[-1], km.cluster_centers_)
+    assert_allclose(lloyd_step(X, km.cluster_centers_), km.cluster_centers_, rtol=1e-10)
+    d = np.sort(((X[:, None, :] - km.cluster_centers_[None]) ** 2).sum(axis=2), axis=1)
+    assert (d[:, 1] - d[:, 0]).min() >= 4 * km.sigma_**2
+    assert_allclose(km.inertia_, hard_inertia(X, km.cluster_centers_), rtol=1e-10)
+
+
+def test_polish_needs_a_hard_solution():
+    # Check that with a float sigma_end (a soft solution) no polish runs.
+    X = unequal_clusters(0)
+    km = AnnealedRBFKMeans(4, sigma_end=1.0).fit(X)
+    assert km.n_polish_moves_ == 0
