@@ -106,6 +106,9 @@ def rbf_pass(
     S = np.zeros((n_clusters, n_features)) if stats else None
     G = np.empty((n_samples, n_features), dtype=dtype) if grad_X else None
     M = np.zeros((n_clusters, n_features, n_features)) if moments else None
+    # Nothing per sample is returned: responsibilities may drop entries below
+    # rounding (they only feed sums).
+    internal = not (grad_X or resp_out is not None)
     inertia = free_energy = 0.0
     h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
     if prior is None:
@@ -135,20 +138,29 @@ def rbf_pass(
                     Q = np.multiply(D, -inv_T, out=buf.scratch[:b])
                     np.expm1(Q, out=Q)
                     F = d_min - T * np.log1p(Q @ weights)
-        if prior is not None:
-            E += bias
-            imin = np.argmin(E, axis=1)
-            e_min = E[np.arange(b), imin]
-        U = scores_inplace(E, e_min, inv_T)
-        R = responsibilities_inplace(
-            U,
-            imin,
-            activation,
-            buf,
-            # Skipping far scores is exact to rounding for the statistics
-            # only; returned values are computed in full.
-            skip=not (objective or grad_X or resp_out is not None),
-        )
+        if objective and activation == "softmax" and internal:
+            # The objective's expm1 already holds exp(-D / T) - 1: the
+            # responsibilities p_j exp(-D_ij / T) / sum follow without a
+            # second exp (entries below half an ulp of the row's largest
+            # become 0, which the statistics do not see).
+            R = np.add(Q, 1.0, out=E)
+            R *= weights
+            R /= (R @ buf.ones)[:, None]
+        else:
+            if prior is not None:
+                E += bias
+                imin = np.argmin(E, axis=1)
+                e_min = E[np.arange(b), imin]
+            U = scores_inplace(E, e_min, inv_T)
+            R = responsibilities_inplace(
+                U,
+                imin,
+                activation,
+                buf,
+                # Skipping far scores is exact to rounding for the statistics
+                # only; returned values are computed in full.
+                skip=internal and not objective,
+            )
         if objective:
             # At extreme widths the entropy terms underflow to 0: their value
             # at working precision.
