@@ -8,7 +8,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from sklearn.utils.validation import _check_sample_weight
 
 from ._assign import ACTIVATIONS
-from ._engine import data_offset, rbf_pass, squared_norms
+from ._engine import data_offset, one_blas_thread, rbf_pass, squared_norms
 
 
 @validate_params(
@@ -22,6 +22,7 @@ from ._engine import data_offset, rbf_pass, squared_norms
     },
     prefer_skip_nested_validation=True,
 )
+@one_blas_thread
 def rbf_kmeans_loss(
     X,
     centers,

@@ -19,6 +19,7 @@ from ._engine import (
     em_fixed_sigma,
     labels_inertia,
     labels_margins,
+    one_blas_thread,
     squared_norms,
 )
 
@@ -138,6 +139,7 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     },
     prefer_skip_nested_validation=True,
 )
+@one_blas_thread
 def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_state=None):
     """Improve a K-Means solution by deterministic split/merge moves.
 

@@ -30,6 +30,7 @@ from ._engine import (
     data_offset,
     em_fixed_sigma,
     labels_inertia,
+    one_blas_thread,
     rbf_pass,
     squared_norms,
 )
@@ -249,6 +250,7 @@ class _BaseRBFKMeans(
         ones = np.ones(X.shape[0], dtype=X.dtype)
         return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
 
+    @one_blas_thread
     def predict_proba(self, X):
         """Responsibilities of the centres for each sample at ``sigma_``.
 
@@ -509,6 +511,7 @@ class RBFKMeans(_BaseRBFKMeans):
         return self.activation
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread
     def fit(self, X, y=None, sample_weight=None):
         """Compute the soft K-Means clustering at width ``sigma``.
 
@@ -805,6 +808,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         return self._activation
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread
     def fit(self, X, y=None, sample_weight=None):
         """Anneal from ``sigma_start`` down to a certified K-Means solution.
 
