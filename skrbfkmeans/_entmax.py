@@ -148,7 +148,7 @@ def entmax15(X, axis=-1):
 
     See Also
     --------
-    entmax_bisect : alpha-entmax for any alpha > 1.
+    entmax_bisect : Alpha-entmax for any alpha > 1.
     sparsemax : The alpha = 2 member of the family.
     entmax_backward : Vector-Jacobian product of the map.
 
@@ -212,7 +212,7 @@ def sparsemax(X, axis=-1):
     See Also
     --------
     entmax15 : The alpha = 1.5 member of the family.
-    entmax_bisect : alpha-entmax for any alpha > 1.
+    entmax_bisect : Alpha-entmax for any alpha > 1.
 
     Notes
     -----

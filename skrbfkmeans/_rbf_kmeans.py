@@ -252,7 +252,7 @@ class _BaseRBFKMeans(
 
     @one_blas_thread
     def predict_proba(self, X):
-        """Responsibilities of the centres for each sample at ``sigma_``.
+        """Return the responsibilities of the centres for each sample at ``sigma_``.
 
         Parameters
         ----------
@@ -423,7 +423,7 @@ class RBFKMeans(_BaseRBFKMeans):
         Whether the kept run met the tolerance before ``max_iter``.
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when ``X`` has string column
         names.
 
@@ -707,7 +707,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         Number of split/merge moves the polish accepted (0 without polish).
     n_features_in_ : int
         Number of features seen during fit.
-    feature_names_in_ : ndarray of shape (n_features_in_,)
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
         Names of features seen during fit, when ``X`` has string column
         names.
 
