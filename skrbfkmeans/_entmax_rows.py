@@ -157,8 +157,8 @@ def _newton_threshold(U, alpha, n_cand, ws):
     return out
 
 
-def _finish(U, tau, alpha, out, ones, normalize=True):
-    """``out <- [U - tau]_+ ** q / sum``, ``q = 1 / (alpha - 1)``, row-wise."""
+def _clipped_power(U, tau, alpha, out):
+    """``out <- [U - tau]_+ ** (1 / (alpha - 1))`` row-wise; exact for 1.5 and 2."""
     np.subtract(U, tau[:, None], out=out)
     np.maximum(out, 0.0, out=out)
     if alpha != 2.0:
@@ -169,6 +169,12 @@ def _finish(U, tau, alpha, out, ones, normalize=True):
                 np.square(out, out=out)
             else:
                 np.power(out, 1.0 / (alpha - 1.0), out=out)
+    return out
+
+
+def _finish(U, tau, alpha, out, ones, normalize=True):
+    """``out <- [U - tau]_+ ** q / sum``, ``q = 1 / (alpha - 1)``, row-wise."""
+    _clipped_power(U, tau, alpha, out)
     if normalize:
         out /= (out @ ones)[:, None]
     return out
@@ -220,16 +226,7 @@ def _bisect_threshold(U, alpha, n_cand, n_iter, ws):
     V = ws.V[:m]
     for _ in range(n_iter):
         mid = 0.5 * (lo + hi)
-        np.subtract(U, mid[:, None], out=V)
-        np.maximum(V, 0.0, out=V)
-        if alpha != 2.0:
-            # Underflow at the edge of the support: zero at working precision.
-            with np.errstate(under="ignore"):
-                if alpha == 1.5:
-                    np.square(V, out=V)
-                else:
-                    np.power(V, 1.0 / (alpha - 1.0), out=V)
-        above = (V @ ws.ones) >= 1.0
+        above = (_clipped_power(U, mid, alpha, V) @ ws.ones) >= 1.0
         lo = np.where(above, mid, lo)
         hi = np.where(above, hi, mid)
     return lo

@@ -11,6 +11,26 @@ from ._assign import ACTIVATIONS
 from ._engine import data_offset, one_blas_thread, rbf_pass, squared_norms
 
 
+def check_data_centers(X, centers, sample_weight):
+    """Validate the data, centres and weights of the functional API.
+
+    Returns ``X`` (float32 or float64, dense or CSR), a private copy of the
+    centres in the dtype of ``X`` and the weights (non-negative, not all 0).
+    """
+    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
+    centers = check_array(centers, dtype=X.dtype, order="C", copy=True)
+    if centers.shape[1] != X.shape[1]:
+        raise ValueError(
+            f"centers has {centers.shape[1]} features but X has {X.shape[1]}."
+        )
+    sample_weight = _check_sample_weight(
+        sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+    )
+    if not sample_weight.any():
+        raise ValueError("Sample weights must contain at least one non-zero number.")
+    return X, centers, sample_weight
+
+
 @validate_params(
     {
         "X": ["array-like", "sparse matrix"],
@@ -107,17 +127,7 @@ def rbf_kmeans_loss(
            [ 0., -2.],
            [ 0.,  2.]])
     """
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
-    centers = check_array(centers, dtype=X.dtype, order="C", copy=True)
-    if centers.shape[1] != X.shape[1]:
-        raise ValueError(
-            f"centers has {centers.shape[1]} features but X has {X.shape[1]}."
-        )
-    sample_weight = _check_sample_weight(
-        sample_weight, X, dtype=X.dtype, ensure_non_negative=True
-    )
-    if not sample_weight.any():
-        raise ValueError("Sample weights must contain at least one non-zero number.")
+    X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
     offset = data_offset(X, sample_weight)
     res = rbf_pass(
         X,

@@ -10,9 +10,7 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, validate_params
-from sklearn.utils.validation import _check_sample_weight
 
 from ._engine import (
     data_offset,
@@ -22,6 +20,7 @@ from ._engine import (
     one_blas_thread,
     squared_norms,
 )
+from ._loss import check_data_centers
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
 MAX_PAIRS = 24
@@ -206,21 +205,11 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     >>> n_moves
     1
     """
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
-    centers = check_array(centers, dtype=X.dtype, order="C", copy=True)
-    if centers.shape[1] != X.shape[1]:
-        raise ValueError(
-            f"centers has {centers.shape[1]} features but X has {X.shape[1]}."
-        )
+    X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
     if centers.shape[0] > X.shape[0]:
         raise ValueError(
             f"n_samples={X.shape[0]} should be >= n_clusters={centers.shape[0]}."
         )
-    sample_weight = _check_sample_weight(
-        sample_weight, X, dtype=X.dtype, ensure_non_negative=True
-    )
-    if not sample_weight.any():
-        raise ValueError("Sample weights must contain at least one non-zero number.")
     offset = data_offset(X, sample_weight)
     x_sq = squared_norms(X, offset)
     centers, inertia, n_moves, _ = polish(
