@@ -138,6 +138,12 @@ class _Groups:
             self.owner[np.flatnonzero(self.owner == donor)[-1]] = new
 
 
+def _weighted_mean(X, w):
+    """Return the weighted mean of the rows, a 1 x d array of ``X``'s dtype."""
+    mean = np.asarray(X.T @ w, dtype=np.float64).reshape(1, -1) / float(w.sum())
+    return mean.astype(X.dtype)
+
+
 def first_critical_sigma(X, w, offset, x_sq, activation):
     """Default starting width: just above the first critical width.
 
@@ -146,9 +152,8 @@ def first_critical_sigma(X, w, offset, x_sq, activation):
     schedule starts at ``1.1 T_c``, i.e. ``sigma = sqrt(0.55 T_c)``. Constant
     data (``lambda_max = 0``) gives 1.
     """
-    mean = np.asarray(X.T @ w, dtype=np.float64).reshape(1, -1) / float(w.sum())
     res = rbf_pass(
-        X, w, mean.astype(X.dtype), 1.0, "softmax", offset, x_sq, moments=True
+        X, w, _weighted_mean(X, w), 1.0, "softmax", offset, x_sq, moments=True
     )
     lam, _ = weighted_top_eigen(res.moments, res.N, res.S)
     act = "entmax15" if activation == "entmax15" else "softmax"
@@ -264,10 +269,9 @@ def anneal(
 ):
     """Run the schedule of the module docstring; returns an ``AnnealResult``.
 
-    ``init_centers=None`` starts from one group at the weighted mean, and
-    ``sigma_start=None`` then starts just above the first critical width
-    (``first_critical_sigma``). ``sigma_end``
-    ``None`` cools until certified; a float stops there with a plain (no
+    ``init_centers=None`` starts from one group at the weighted mean (the
+    caller picks ``sigma_start``, e.g. with ``first_critical_sigma``).
+    ``sigma_end=None`` cools until certified; a float stops there with a plain (no
     prior) EM on the k centres. ``activation`` is "auto", "softmax" or
     "entmax15"; ``mass_unit`` is the weight of one sample for the split and
     drop thresholds.
@@ -276,17 +280,15 @@ def anneal(
     act = "entmax15" if activation == "entmax15" else "softmax"
     W = float(w.sum())
     if init_centers is None:
-        mean = np.asarray(X.T @ w, dtype=np.float64).reshape(1, -1) / W
-        mean = mean.astype(dtype)
-        groups = _Groups(mean, np.array([W]), np.zeros(n_clusters, dtype=np.intp))
+        groups = _Groups(
+            _weighted_mean(X, w), np.array([W]), np.zeros(n_clusters, dtype=np.intp)
+        )
     else:
         groups = _Groups(
             np.array(init_centers, dtype=dtype),
             np.full(n_clusters, W / n_clusters),
             np.arange(n_clusters),
         )
-    if sigma_start is None:
-        sigma_start = first_critical_sigma(X, w, offset, x_sq, act)
     T = 2.0 * sigma_start**2
     T_end = None if sigma_end is None else 2.0 * sigma_end**2
 
@@ -338,6 +340,8 @@ def anneal(
             act,
             offset,
             x_sq,
+            # The statistics and moments only feed the split decision.
+            stats=need_split,
             objective=True,
             moments=need_split,
             prior=prior,
