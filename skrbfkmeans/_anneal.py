@@ -168,7 +168,15 @@ def _stage(X, w, groups, T, activation, offset, x_sq, max_iter, move_tol):
     for it in range(1, max_iter + 1):
         prior = groups.mass / W if activation == "softmax" else None
         res = rbf_pass(
-            X, w, groups.centers, sigma, activation, offset, x_sq, prior=prior
+            X,
+            w,
+            groups.centers,
+            sigma,
+            activation,
+            offset,
+            x_sq,
+            prior=prior,
+            inertia=False,
         )
         new = m_step(res.N, res.S, groups.centers, offset)
         move = float(np.sqrt(((new - groups.centers) ** 2).sum(axis=1).max()))

@@ -190,3 +190,71 @@ def responsibilities_inplace(U, imin, activation, buf, skip=False):
             np.exp(U, out=U)
     R /= (R @ buf.ones)[:, None]
     return R
+
+
+class ScaledCenters:
+    """Centres prepared so that one GEMM gives softmax scores directly.
+
+    ``z_ij = x_i . A_j + bias_j`` with ``A = 2 C^T / T`` and ``bias_j =
+    -||mu_j||^2 / T + log p_j`` equals ``(-d_ij + ||x_i||^2) / T + log p_j``:
+    the scores up to a per-row constant, which the softmax ignores. Compared
+    with ``partial_distances`` followed by ``scores_inplace`` this saves two
+    passes over the block (the bias is one pass, the shift by the row maximum
+    another). ``usable`` says whether the scaled products stay far from
+    overflow; at extreme widths the caller keeps the unscaled path.
+    """
+
+    def __init__(self, pc, T, log_prior, x_sq_max):
+        dtype = pc.C.dtype
+        finfo = np.finfo(dtype)
+        c_max = math.sqrt(float(pc.sq.max())) if pc.sq.size else 0.0
+        # |z| T <= 2 |x| |mu| + |mu|^2 (+ T |log p|) bounds every score and
+        # every partial sum of the GEMM; compared without dividing by T.
+        numer = 2.0 * math.sqrt(x_sq_max) * c_max + c_max**2
+        self.usable = bool(math.isfinite(numer) and numer < float(finfo.max) / 1024 * T)
+        if not self.usable:
+            return
+        inv_T = 1.0 / T
+        self.A = np.ascontiguousarray(pc.C.T * (2.0 * inv_T), dtype=dtype)
+        bias = -pc.sq.astype(np.float64) * inv_T
+        if log_prior is not None:
+            bias = bias + log_prior
+        self.bias = bias.astype(dtype)
+
+
+def softmax_weights(Xb, sc, buf, skip):
+    """Unnormalised softmax weights of a block; returns ``P``, ``Z``, ``z_max``.
+
+    ``P_ij = exp(z_ij - max_l z_il)`` (written into ``buf.E`` or, when
+    gathering, ``buf.D``), ``Z_i = sum_j P_ij >= 1``, and ``z_max`` each
+    row's largest score (``-min_j e_ij / T`` without a prior). With ``skip`` the far scores are
+    handled as in ``responsibilities_inplace``; a block whose scores are all
+    near (dense rows) pays one ``min`` for the check and no clamp.
+    """
+    b = Xb.shape[0]
+    k = sc.A.shape[1]
+    Z = buf.E[:b]
+    if sp.issparse(Xb):
+        Z[...] = Xb @ sc.A
+    else:
+        np.matmul(Xb, sc.A, out=Z)
+    Z += sc.bias
+    imax = np.argmax(Z, axis=1)
+    z_max = Z[np.arange(b), imax]
+    np.subtract(Z, z_max[:, None], out=Z)
+    P = Z
+    # Scores far below the maximum underflow to 0: their value at working
+    # precision.
+    with np.errstate(under="ignore"):
+        cut = np.log(2.0 * k / np.finfo(Z.dtype).eps)
+        if skip and Z.min() <= -cut:
+            near = np.greater(Z, -cut, out=buf.near[:b])
+            if np.count_nonzero(near) < _SPARSE_EXP_DENSITY * near.size:
+                idx = np.flatnonzero(near)
+                P = buf.D[:b]
+                P.fill(0.0)
+                P.ravel()[idx] = np.exp(Z.ravel()[idx])
+                return P, P @ buf.ones, z_max
+            np.maximum(Z, -cut, out=Z)
+        np.exp(Z, out=Z)
+    return P, P @ buf.ones, z_max

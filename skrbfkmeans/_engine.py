@@ -19,11 +19,13 @@ from threadpoolctl import ThreadpoolController
 from ._assign import (
     BlockBuffers,
     PreparedCenters,
+    ScaledCenters,
     block_rows,
     centred_block,
     partial_distances,
     responsibilities_inplace,
     scores_inplace,
+    softmax_weights,
     temperature,
 )
 
@@ -99,6 +101,7 @@ def rbf_pass(
     resp_out=None,
     prior=None,
     moments=False,
+    inertia=True,
 ):
     """One pass over ``X`` at width ``sigma``; see the module docstring.
 
@@ -112,7 +115,15 @@ def rbf_pass(
     free energy ``-T log(sum_j p_j exp(-d_ij / T))`` (the uniform prior is the
     case above). ``moments`` accumulates ``M_j = sum_i w_i r_ij x x^T`` (float64,
     centred coordinates) for the posterior covariances; it costs a
-    ``b x d^2`` product per block.
+    ``b x d^2`` product per block. ``inertia=False`` lets a pass with a
+    prior skip the hard inertia (reported as 0).
+
+    Softmax statistics alone (no objective, gradient, moments or returned
+    responsibilities) take a fast path: scores from one GEMM against the
+    centres scaled by ``1 / T`` (``_assign.ScaledCenters``), far scores
+    skipped, and the row normalisation folded into the weights, ``N_j =
+    sum_i (w_i / Z_i) P_ij``, so the ``b x k`` block is never divided. It
+    equals the general path to rounding (tests/test_fast_paths.py).
 
     Cost: two ``b x k x d`` products per block (distances and ``S``) and a few
     passes over the ``b x k`` scores (one ``exp`` for softmax; entmax needs no
@@ -132,7 +143,7 @@ def rbf_pass(
     # Nothing per sample is returned: responsibilities may drop entries below
     # rounding (they only feed sums).
     internal = not (grad_X or resp_out is not None)
-    inertia = free_energy = 0.0
+    total_inertia = free_energy = 0.0
     h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
     if prior is None:
         weights = np.full(n_clusters, 1.0 / n_clusters, dtype=dtype)
@@ -141,13 +152,31 @@ def rbf_pass(
         # Mass-constrained scores -d / T + log p, as a bias on e = d - ||x||^2.
         with np.errstate(divide="ignore", over="ignore"):
             bias = (-T * np.log(np.asarray(prior, dtype=np.float64))).astype(dtype)
+    if (
+        activation == "softmax"
+        and internal
+        and stats
+        and not (objective or moments)
+        and (prior is None or not inertia)
+    ):
+        log_prior = None
+        if prior is not None:
+            with np.errstate(divide="ignore"):
+                log_prior = np.log(np.asarray(prior, dtype=np.float64))
+        x_sq_max = float(x_sq.max()) if n_samples else 0.0
+        sc = ScaledCenters(pc, T, log_prior, x_sq_max)
+        if sc.usable:
+            total_inertia = _softmax_stats(
+                X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, prior is None
+            )
+            return PassResult(N, S, total_inertia, 0.0, None, None)
     for sl in _blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
         b = wb.shape[0]
         E, imin, e_min = partial_distances(Xb, pc, buf)
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
-        inertia += float(wb @ d_min)
+        total_inertia += float(wb @ d_min)
         if objective:
             # D = d - d_min >= 0, kept for the objective and its bounds.
             D = np.subtract(E, e_min[:, None], out=buf.D[:b])
@@ -215,7 +244,34 @@ def rbf_pass(
             else:
                 Xb *= wb[:, None]
                 S += R.T @ Xb
-    return PassResult(N, S, inertia, free_energy, G, M)
+    return PassResult(N, S, total_inertia, free_energy, G, M)
+
+
+def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
+    """Fast path of ``rbf_pass`` for softmax statistics; returns the inertia.
+
+    Per block: one GEMM for the scores, one ``exp`` per near score, two
+    products for ``N`` and ``S`` with the normalisation folded into the
+    sample weights ``v_i = w_i / Z_i``.
+    """
+    total_inertia = 0.0
+    for sl in _blocks(X.shape[0], step):
+        Xb = centred_block(X, sl, offset, buf)
+        wb = sample_weight[sl]
+        P, Z, z_max = softmax_weights(Xb, sc, buf, skip=True)
+        if inertia:
+            # Without a prior the largest score is -min_j e_ij / T.
+            d_min = np.maximum(x_sq[sl] - T * z_max, 0.0)
+            total_inertia += float(wb @ d_min)
+        v = wb / Z
+        N += v @ P
+        if sp.issparse(Xb):
+            P *= v[:, None]
+            S += (Xb.T @ P).T
+        else:
+            Xb *= v[:, None]
+            S += P.T @ Xb
+    return total_inertia
 
 
 def _accumulate_moments(M, Xb, wb, R):

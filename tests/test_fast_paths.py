@@ -1,0 +1,178 @@
+"""The engine's fast paths against its straightforward path and an oracle.
+
+``rbf_pass`` computes softmax statistics on a fast path (scores from one
+GEMM against centres scaled by ``1 / T``, far scores skipped, normalisation
+folded into the weights) whenever only ``N``, ``S`` and the inertia are
+asked for. Asking for the gradient as well forces the straightforward path
+(unscaled distances, every score exponentiated, normalised responsibilities),
+so the two can be compared on the same inputs; the oracle of
+``tests/_rbf_oracle.py`` (explicit differences, float64 logsumexp) is the
+independent check of both.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose
+from scipy.special import softmax
+
+from skrbfkmeans._assign import PreparedCenters, ScaledCenters, temperature
+from skrbfkmeans._engine import data_offset, rbf_pass, squared_norms
+
+from _rbf_oracle import dense64, sq_distances
+
+
+def _inputs(kind, dtype, rng):
+    """Data and centres that exercise one situation of the fast path."""
+    if kind == "random":
+        X = rng.standard_normal((500, 5))
+        C = rng.standard_normal((7, 5))
+    elif kind == "ties":
+        # Integer grid points and duplicated centres: many exact ties
+        # between two or more centres, including at the row maximum.
+        X = rng.integers(-2, 3, size=(400, 2)).astype(float)
+        C = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 0.0], [-1.0, 0.0], [0, 1.0]])
+    elif kind == "mixed":
+        # Tight far clusters (one-hot rows) and points half-way between two
+        # centres (dense rows) in one block.
+        C = np.array([[0.0, 0.0], [40.0, 0.0], [0.0, 40.0], [20.0, 0.0]])
+        tight = C[rng.integers(0, 4, 300)] + 0.01 * rng.standard_normal((300, 2))
+        between = np.array([10.0, 0.0]) + rng.standard_normal((200, 2))
+        X = np.vstack([tight, between])
+    elif kind == "offset":
+        # A large common offset: the centring must keep float32 accurate.
+        X = 1e4 + rng.standard_normal((300, 3))
+        C = 1e4 + rng.standard_normal((6, 3))
+    elif kind == "all-equal":
+        X = np.ones((50, 3))
+        C = np.array([[1.0, 1.0, 1.0], [2.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    return X.astype(dtype), C.astype(dtype)
+
+
+def _both_paths(X, w, C, sigma, prior=None):
+    offset = data_offset(X, w)
+    x_sq = squared_norms(X, offset)
+    fast = rbf_pass(X, w, C, sigma, "softmax", offset, x_sq, prior=prior)
+    slow = rbf_pass(X, w, C, sigma, "softmax", offset, x_sq, prior=prior, grad_X=True)
+    return fast, slow, offset
+
+
+def _oracle_stats(X, w, C, sigma, prior=None):
+    d = sq_distances(X, C)
+    scores = -d / (2.0 * float(sigma) ** 2)
+    if prior is not None:
+        with np.errstate(divide="ignore"):
+            scores = scores + np.log(prior)
+    R = softmax(scores, axis=1)
+    Xd = dense64(X)
+    return w @ R, (R * w[:, None]).T @ Xd, float(w @ d.min(axis=1))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("kind", ["random", "ties", "mixed", "offset", "all-equal"])
+@pytest.mark.parametrize("scale", [0.05, 0.5, 3.0, 100.0], ids=lambda s: f"sigma{s}")
+def test_fast_softmax_statistics_match_the_straightforward_path(
+    kind, dtype, scale, global_random_seed
+):
+    # Check that the fast softmax statistics equal the straightforward path
+    # and the float64 oracle to rounding, on one-hot, dense and mixed rows.
+    rng = np.random.default_rng(global_random_seed)
+    X, C = _inputs(kind, dtype, rng)
+    w = rng.uniform(0.5, 2.0, X.shape[0]).astype(dtype)
+    fast, slow, offset = _both_paths(X, w, C, scale)
+    N_o, S_o, inertia_o = _oracle_stats(X, w, C, scale)
+
+    eps = np.finfo(dtype).eps
+    # Statistics are sums of n terms of size |x|: compare on that scale.
+    W = float(w.sum())
+    x_scale = float(np.abs(dense64(X)).max()) + 1.0
+    rtol = 200 * eps
+    assert_allclose(fast.N, slow.N, rtol=rtol, atol=rtol * W)
+    assert_allclose(fast.N, N_o, rtol=rtol, atol=rtol * W)
+    # S is accumulated in centred coordinates.
+    S_fast = fast.S + np.outer(fast.N, offset)
+    S_slow = slow.S + np.outer(slow.N, offset)
+    assert_allclose(S_fast, S_slow, rtol=rtol, atol=rtol * W * x_scale)
+    assert_allclose(S_fast, S_o, rtol=rtol, atol=rtol * W * x_scale)
+    # The inertia cancels ||x||^2 against 2 x.mu: absolute rounding on the
+    # scale of the squared norms.
+    assert_allclose(fast.inertia, slow.inertia, atol=rtol * W * x_scale**2)
+    assert_allclose(fast.inertia, inertia_o, atol=rtol * W * x_scale**2)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+def test_fast_path_with_prior_matches(dtype, global_random_seed):
+    # Check that mass-constrained statistics (the annealing's E-step) agree,
+    # including a centre of zero prior mass, which must receive nothing.
+    rng = np.random.default_rng(global_random_seed)
+    X, C = _inputs("mixed", dtype, rng)
+    w = np.ones(X.shape[0], dtype=dtype)
+    prior = np.array([0.5, 0.3, 0.2, 0.0])
+    offset = data_offset(X, w)
+    x_sq = squared_norms(X, offset)
+    kw = dict(prior=prior, inertia=False)
+    fast = rbf_pass(X, w, C, 2.0, "softmax", offset, x_sq, **kw)
+    slow = rbf_pass(X, w, C, 2.0, "softmax", offset, x_sq, grad_X=True, **kw)
+    N_o, S_o, _ = _oracle_stats(X, w, C, 2.0, prior)
+    rtol = 200 * np.finfo(dtype).eps
+    assert fast.N[3] == 0.0 and slow.N[3] == 0.0
+    assert_allclose(fast.N, slow.N, rtol=rtol, atol=rtol * X.shape[0])
+    assert_allclose(fast.N, N_o, rtol=rtol, atol=rtol * X.shape[0])
+    assert_allclose(
+        fast.S + np.outer(fast.N, offset), S_o, rtol=rtol, atol=rtol * 40 * X.shape[0]
+    )
+
+
+def test_fast_path_sparse_input_matches_dense():
+    # Check that CSR input takes the fast path to the same statistics.
+    rng = np.random.default_rng(0)
+    X = sp.random(300, 6, density=0.4, random_state=0, format="csr")
+    C = rng.standard_normal((4, 6)) * 0.3
+    w = np.ones(300)
+    fast, slow, _ = _both_paths(X, w, C, 0.4)
+    dense, _, offset = _both_paths(X.toarray(), w, C, 0.4)
+    assert_allclose(fast.N, slow.N, rtol=1e-12, atol=1e-12)
+    assert_allclose(fast.S, slow.S, rtol=1e-12, atol=1e-12)
+    assert_allclose(fast.S, dense.S + np.outer(dense.N, offset), atol=1e-11)
+
+
+@pytest.mark.parametrize("sigma", [1e-300, 1e-150, 1e150, 1e300])
+def test_scaled_centres_refused_where_they_would_overflow(sigma):
+    # Check that the scaled scores are used only where they stay finite, and
+    # that either way the statistics are finite and equal the other path.
+    rng = np.random.default_rng(0)
+    X, C = _inputs("random", np.float64, rng)
+    w = np.ones(X.shape[0])
+    offset = data_offset(X, w)
+    x_sq = squared_norms(X, offset)
+    T, _ = temperature(sigma, X.dtype)
+    sc = ScaledCenters(PreparedCenters(C, offset, X.dtype), T, None, x_sq.max())
+    # Scores of size |x| |mu| / T with |x|, |mu| ~ 3: about 1e301 at
+    # sigma=1e-150 (representable), beyond the float64 range at 1e-300.
+    assert sc.usable == (sigma > 1e-200)
+    if sc.usable:
+        assert np.all(np.isfinite(sc.A)) and np.all(np.isfinite(sc.bias))
+    fast, slow, _ = _both_paths(X, w, C, sigma)
+    assert np.all(np.isfinite(fast.N)) and np.all(np.isfinite(fast.S))
+    assert_allclose(fast.N, slow.N, rtol=1e-12, atol=1e-9)
+    assert_allclose(fast.S, slow.S, rtol=1e-12, atol=1e-9)
+
+
+def test_statistics_only_pass_takes_the_fast_path(monkeypatch):
+    # Check that the comparisons above compare two different code paths:
+    # statistics alone go through softmax_weights, the gradient does not.
+    import skrbfkmeans._engine as engine
+
+    calls = []
+    original = engine.softmax_weights
+
+    def spy(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "softmax_weights", spy)
+    rng = np.random.default_rng(0)
+    X, C = _inputs("random", np.float64, rng)
+    w = np.ones(X.shape[0])
+    _both_paths(X, w, C, 1.0)
+    assert len(calls) == 1  # one block, fast path only
