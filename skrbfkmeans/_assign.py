@@ -227,9 +227,10 @@ def softmax_weights(Xb, sc, buf, skip):
 
     ``P_ij = exp(z_ij - max_l z_il)`` (written into ``buf.E`` or, when
     gathering, ``buf.D``), ``Z_i = sum_j P_ij >= 1``, and ``z_max`` each
-    row's largest score (``-min_j e_ij / T`` without a prior). With ``skip`` the far scores are
-    handled as in ``responsibilities_inplace``; a block whose scores are all
-    near (dense rows) pays one ``min`` for the check and no clamp.
+    row's largest score (``-min_j e_ij / T`` without a prior). With
+    ``skip`` the far scores are handled as in ``responsibilities_inplace``;
+    a block whose scores are all near (dense rows) pays one ``min`` for the
+    check and no clamp.
     """
     b = Xb.shape[0]
     k = sc.A.shape[1]

@@ -13,13 +13,12 @@ independent check of both.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _rbf_oracle import dense64, sq_distances
 from numpy.testing import assert_allclose
 from scipy.special import softmax
 
 from skrbfkmeans._assign import PreparedCenters, ScaledCenters, temperature
 from skrbfkmeans._engine import data_offset, rbf_pass, squared_norms
-
-from _rbf_oracle import dense64, sq_distances
 
 
 def _inputs(kind, dtype, rng):
