@@ -217,23 +217,19 @@ class ScaledCenters:
         inv_T = 1.0 / T
         self.A = np.ascontiguousarray(pc.C.T * (2.0 * inv_T), dtype=dtype)
         bias = -pc.sq.astype(np.float64) * inv_T
+        # Centres of zero prior mass (bias -inf) must receive exactly nothing,
+        # also where the far scores are clamped rather than dropped.
+        self.dead = None
         if log_prior is not None:
             bias = bias + log_prior
+            dead = np.flatnonzero(np.isneginf(log_prior))
+            self.dead = dead if dead.size else None
         self.bias = bias.astype(dtype)
 
 
-def softmax_weights(Xb, sc, buf, skip):
-    """Unnormalised softmax weights of a block; returns ``P``, ``Z``, ``z_max``.
-
-    ``P_ij = exp(z_ij - max_l z_il)`` (written into ``buf.E`` or, when
-    gathering, ``buf.D``), ``Z_i = sum_j P_ij >= 1``, and ``z_max`` each
-    row's largest score (``-min_j e_ij / T`` without a prior). With
-    ``skip`` the far scores are handled as in ``responsibilities_inplace``;
-    a block whose scores are all near (dense rows) pays one ``min`` for the
-    check and no clamp.
-    """
+def scaled_scores(Xb, sc, buf):
+    """Scores ``z = Xb A + bias`` into ``buf.E``; returns them, argmax and max."""
     b = Xb.shape[0]
-    k = sc.A.shape[1]
     Z = buf.E[:b]
     if sp.issparse(Xb):
         Z[...] = Xb @ sc.A
@@ -241,13 +237,34 @@ def softmax_weights(Xb, sc, buf, skip):
         np.matmul(Xb, sc.A, out=Z)
     Z += sc.bias
     imax = np.argmax(Z, axis=1)
-    z_max = Z[np.arange(b), imax]
+    return Z, imax, Z[np.arange(b), imax]
+
+
+def far_cut(n_clusters, dtype):
+    """``log(2 k / eps)``: scores this far below the maximum weigh nothing.
+
+    Together the ``k - 1`` others weigh less than half an ulp of a row sum
+    that is at least 1.
+    """
+    return float(np.log(2.0 * n_clusters / np.finfo(dtype).eps))
+
+
+def softmax_weights(Z, z_max, buf, skip, dead=None):
+    """Unnormalised softmax weights of scaled scores; returns ``P`` and ``Z``.
+
+    ``P_ij = exp(z_ij - z_max_i)`` (written over the scores or, when
+    gathering, into ``buf.D``) and its row sums ``Z_i >= 1``. With ``skip``
+    the far scores are handled as in ``responsibilities_inplace``; a block
+    whose scores are all near (dense rows) pays one ``min`` for the check
+    and no clamp. Columns ``dead`` (zero prior mass) are set to exactly 0.
+    """
+    b, k = Z.shape
     np.subtract(Z, z_max[:, None], out=Z)
     P = Z
     # Scores far below the maximum underflow to 0: their value at working
     # precision.
     with np.errstate(under="ignore"):
-        cut = np.log(2.0 * k / np.finfo(Z.dtype).eps)
+        cut = far_cut(k, Z.dtype)
         if skip and Z.min() <= -cut:
             near = np.greater(Z, -cut, out=buf.near[:b])
             if np.count_nonzero(near) < _SPARSE_EXP_DENSITY * near.size:
@@ -255,7 +272,9 @@ def softmax_weights(Xb, sc, buf, skip):
                 P = buf.D[:b]
                 P.fill(0.0)
                 P.ravel()[idx] = np.exp(Z.ravel()[idx])
-                return P, P @ buf.ones, z_max
+                return P, P @ buf.ones
             np.maximum(Z, -cut, out=Z)
         np.exp(Z, out=Z)
-    return P, P @ buf.ones, z_max
+    if dead is not None:
+        P[:, dead] = 0.0
+    return P, P @ buf.ones

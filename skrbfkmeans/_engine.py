@@ -22,8 +22,10 @@ from ._assign import (
     ScaledCenters,
     block_rows,
     centred_block,
+    far_cut,
     partial_distances,
     responsibilities_inplace,
+    scaled_scores,
     scores_inplace,
     softmax_weights,
     temperature,
@@ -250,20 +252,40 @@ def rbf_pass(
 def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
     """Fast path of ``rbf_pass`` for softmax statistics; returns the inertia.
 
-    Per block: one GEMM for the scores, one ``exp`` per near score, two
-    products for ``N`` and ``S`` with the normalisation folded into the
-    sample weights ``v_i = w_i / Z_i``.
+    Per block: one GEMM for the scores and one ``exp`` per near score. Rows
+    whose only near score is their maximum are one-hot to working precision:
+    they add ``w_i`` and ``w_i x_i`` to their nearest centre through a sparse
+    product (no ``exp``, no ``b x k`` product). The other rows get
+    unnormalised weights ``P`` with the normalisation folded into the sample
+    weights ``v_i = w_i / Z_i``: ``N = v P``, ``S = P^T (v X)``. Once a block
+    is mostly dense, the rest of the pass skips the one-hot test.
     """
+    n_clusters = sc.A.shape[1]
+    cut = far_cut(n_clusters, sc.A.dtype)
+    # Dense input only: the sparse product wants dense rows.
+    try_one_hot = not sp.issparse(X)
     total_inertia = 0.0
     for sl in _blocks(X.shape[0], step):
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
-        P, Z, z_max = softmax_weights(Xb, sc, buf, skip=True)
+        b = wb.shape[0]
+        Z, imax, z_max = scaled_scores(Xb, sc, buf)
         if inertia:
             # Without a prior the largest score is -min_j e_ij / T.
             d_min = np.maximum(x_sq[sl] - T * z_max, 0.0)
             total_inertia += float(wb @ d_min)
-        v = wb / Z
+        if try_one_hot:
+            near = np.greater(Z, (z_max - cut)[:, None], out=buf.near[:b])
+            multi = near @ buf.ones > 1.5
+            n_multi = np.count_nonzero(multi)
+            if n_multi <= _DENSE_ROWS * b:
+                _one_hot_stats(
+                    Xb, wb, Z, imax, z_max, multi, n_multi, buf, sc.dead, N, S
+                )
+                continue
+            try_one_hot = False
+        P, Zsum = softmax_weights(Z, z_max, buf, skip=True, dead=sc.dead)
+        v = wb / Zsum
         N += v @ P
         if sp.issparse(Xb):
             P *= v[:, None]
@@ -272,6 +294,27 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
             Xb *= v[:, None]
             S += P.T @ Xb
     return total_inertia
+
+
+# Above this fraction of rows with several near scores, a block takes the
+# dense path.
+_DENSE_ROWS = 0.25
+
+
+def _one_hot_stats(Xb, wb, Z, imax, z_max, multi, n_multi, buf, dead, N, S):
+    """Statistics of a block whose rows are mostly one-hot (see above)."""
+    b, k = Z.shape
+    one = np.where(multi, 0.0, wb).astype(wb.dtype, copy=False)
+    N += np.bincount(imax, weights=one, minlength=k)
+    # Column i of this k x b matrix holds w_i at row imax_i.
+    S += sp.csc_matrix((one, imax, np.arange(b + 1)), shape=(k, b)) @ Xb
+    if n_multi:
+        rows = np.flatnonzero(multi)
+        Zm = np.take(Z, rows, axis=0)
+        P, Zsum = softmax_weights(Zm, z_max[rows], buf, skip=True, dead=dead)
+        v = wb[rows] / Zsum
+        N += v @ P
+        S += P.T @ (Xb[rows] * v[:, None])
 
 
 def _accumulate_moments(M, Xb, wb, R):
