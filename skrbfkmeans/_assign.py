@@ -249,32 +249,23 @@ def far_cut(n_clusters, dtype):
     return float(np.log(2.0 * n_clusters / np.finfo(dtype).eps))
 
 
-def softmax_weights(Z, z_max, buf, skip, dead=None):
+def softmax_weights(Z, z_max, buf, clamp, dead=None):
     """Unnormalised softmax weights of scaled scores; returns ``P`` and ``Z``.
 
-    ``P_ij = exp(z_ij - z_max_i)`` (written over the scores or, when
-    gathering, into ``buf.D``) and its row sums ``Z_i >= 1``. With ``skip``
-    the far scores are handled as in ``responsibilities_inplace``; a block
-    whose scores are all near (dense rows) pays one ``min`` for the check
-    and no clamp. Columns ``dead`` (zero prior mass) are set to exactly 0.
+    ``P_ij = exp(z_ij - z_max_i)``, written over the scores, and its row
+    sums ``Z_i >= 1``. With ``clamp`` the shifted scores are first clamped at
+    ``-log(2 k / eps)`` (libm's ``exp`` is several times slower on arguments
+    that underflow; the clamped entries weigh less than half an ulp of the
+    row sum). Columns ``dead`` (zero prior mass) are set to exactly 0.
     """
-    b, k = Z.shape
+    k = Z.shape[1]
     np.subtract(Z, z_max[:, None], out=Z)
-    P = Z
     # Scores far below the maximum underflow to 0: their value at working
     # precision.
     with np.errstate(under="ignore"):
-        cut = far_cut(k, Z.dtype)
-        if skip and Z.min() <= -cut:
-            near = np.greater(Z, -cut, out=buf.near[:b])
-            if np.count_nonzero(near) < _SPARSE_EXP_DENSITY * near.size:
-                idx = np.flatnonzero(near)
-                P = buf.D[:b]
-                P.fill(0.0)
-                P.ravel()[idx] = np.exp(Z.ravel()[idx])
-                return P, P @ buf.ones
-            np.maximum(Z, -cut, out=Z)
+        if clamp:
+            np.maximum(Z, -far_cut(k, Z.dtype), out=Z)
         np.exp(Z, out=Z)
     if dead is not None:
-        P[:, dead] = 0.0
-    return P, P @ buf.ones
+        Z[:, dead] = 0.0
+    return Z, Z @ buf.ones

@@ -17,6 +17,7 @@ import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
 from ._assign import (
+    _SPARSE_EXP_DENSITY,
     BlockBuffers,
     PreparedCenters,
     ScaledCenters,
@@ -252,18 +253,17 @@ def rbf_pass(
 def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
     """Fast path of ``rbf_pass`` for softmax statistics; returns the inertia.
 
-    Per block: one GEMM for the scores and one ``exp`` per near score. Rows
-    whose only near score is their maximum are one-hot to working precision:
-    they add ``w_i`` and ``w_i x_i`` to their nearest centre through a sparse
-    product (no ``exp``, no ``b x k`` product). The other rows get
-    unnormalised weights ``P`` with the normalisation folded into the sample
-    weights ``v_i = w_i / Z_i``: ``N = v P``, ``S = P^T (v X)``. Once a block
-    is mostly dense, the rest of the pass skips the one-hot test.
+    Per block: one GEMM for the scores, then one ``exp`` per *near* score
+    (within ``log(2 k / eps)`` of the row's maximum; the others weigh less
+    than half an ulp of the row sum). When near scores are a minority they
+    are gathered into a sparse ``k x b`` matrix of weights ``w_i P_ij / Z_i``
+    and ``S`` is one sparse product (a one-hot row costs one entry, no
+    ``b x k`` product and no ``exp`` beyond its maximum); otherwise the
+    block takes the dense route with the normalisation folded into the
+    sample weights ``v_i = w_i / Z_i``: ``N = v P``, ``S = P^T (v X)``.
     """
     n_clusters = sc.A.shape[1]
     cut = far_cut(n_clusters, sc.A.dtype)
-    # Dense input only: the sparse product wants dense rows.
-    try_one_hot = not sp.issparse(X)
     total_inertia = 0.0
     for sl in _blocks(X.shape[0], step):
         Xb = centred_block(X, sl, offset, buf)
@@ -274,17 +274,17 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
             # Without a prior the largest score is -min_j e_ij / T.
             d_min = np.maximum(x_sq[sl] - T * z_max, 0.0)
             total_inertia += float(wb @ d_min)
-        if try_one_hot:
-            near = np.greater(Z, (z_max - cut)[:, None], out=buf.near[:b])
-            multi = near @ buf.ones > 1.5
-            n_multi = np.count_nonzero(multi)
-            if n_multi <= _DENSE_ROWS * b:
-                _one_hot_stats(
-                    Xb, wb, Z, imax, z_max, multi, n_multi, buf, sc.dead, N, S
-                )
+        if sp.issparse(Xb):
+            clamp = float((Z.min(axis=1) - z_max).min()) <= -cut
+        else:
+            # ">=": the maximum is near even where z_max - cut rounds to z_max.
+            near = np.greater_equal(Z, (z_max - cut)[:, None], out=buf.near[:b])
+            n_near = np.count_nonzero(near)
+            if n_near <= _SPARSE_EXP_DENSITY * near.size:
+                _sparse_stats(Xb, wb, Z, z_max, near, N, S)
                 continue
-            try_one_hot = False
-        P, Zsum = softmax_weights(Z, z_max, buf, skip=True, dead=sc.dead)
+            clamp = n_near < near.size
+        P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead)
         v = wb / Zsum
         N += v @ P
         if sp.issparse(Xb):
@@ -296,25 +296,21 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
     return total_inertia
 
 
-# Above this fraction of rows with several near scores, a block takes the
-# dense path.
-_DENSE_ROWS = 0.25
-
-
-def _one_hot_stats(Xb, wb, Z, imax, z_max, multi, n_multi, buf, dead, N, S):
-    """Statistics of a block whose rows are mostly one-hot (see above)."""
+def _sparse_stats(Xb, wb, Z, z_max, near, N, S):
+    """Statistics from the near scores of a block only (see above)."""
     b, k = Z.shape
-    one = np.where(multi, 0.0, wb).astype(wb.dtype, copy=False)
-    N += np.bincount(imax, weights=one, minlength=k)
-    # Column i of this k x b matrix holds w_i at row imax_i.
-    S += sp.csc_matrix((one, imax, np.arange(b + 1)), shape=(k, b)) @ Xb
-    if n_multi:
-        rows = np.flatnonzero(multi)
-        Zm = np.take(Z, rows, axis=0)
-        P, Zsum = softmax_weights(Zm, z_max[rows], buf, skip=True, dead=dead)
-        v = wb[rows] / Zsum
-        N += v @ P
-        S += P.T @ (Xb[rows] * v[:, None])
+    idx = np.flatnonzero(near)
+    rows = idx // k
+    cols = idx - rows * k
+    # Each row's maximum is near, so every row sum is at least 1. Centres of
+    # zero prior mass (score -inf) are never near: they receive exactly 0.
+    vals = np.exp(Z.ravel()[idx] - z_max[rows])
+    vals *= (wb / np.bincount(rows, weights=vals, minlength=b))[rows]
+    N += np.bincount(cols, weights=vals, minlength=k)
+    indptr = np.zeros(b + 1, dtype=np.intp)
+    np.cumsum(np.bincount(rows, minlength=b), out=indptr[1:])
+    # Column i of this k x b matrix holds sample i's weights.
+    S += sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xb
 
 
 def _accumulate_moments(M, Xb, wb, R):
