@@ -265,24 +265,26 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
     n_clusters = sc.A.shape[1]
     cut = far_cut(n_clusters, sc.A.dtype)
     total_inertia = 0.0
+    # After one mostly-near block the rest of the pass skips the near test.
+    gather = not sp.issparse(X)
     for sl in _blocks(X.shape[0], step):
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
         b = wb.shape[0]
-        Z, imax, z_max = scaled_scores(Xb, sc, buf)
+        Z, z_max = scaled_scores(Xb, sc, buf)
         if inertia:
             # Without a prior the largest score is -min_j e_ij / T.
             d_min = np.maximum(x_sq[sl] - T * z_max, 0.0)
             total_inertia += float(wb @ d_min)
-        if sp.issparse(Xb):
-            clamp = float((Z.min(axis=1) - z_max).min()) <= -cut
-        else:
+        clamp = None
+        if gather:
             # ">=": the maximum is near even where z_max - cut rounds to z_max.
             near = np.greater_equal(Z, (z_max - cut)[:, None], out=buf.near[:b])
             n_near = np.count_nonzero(near)
             if n_near <= _SPARSE_EXP_DENSITY * near.size:
                 _sparse_stats(Xb, wb, Z, z_max, near, N, S)
                 continue
+            gather = False
             clamp = n_near < near.size
         P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead)
         v = wb / Zsum

@@ -26,6 +26,10 @@ def _inputs(kind, dtype, rng):
     if kind == "random":
         X = rng.standard_normal((500, 5))
         C = rng.standard_normal((7, 5))
+    elif kind == "many-centres":
+        # More centres than the column-wise maximum handles (row-wise argmax).
+        X = rng.standard_normal((600, 3))
+        C = np.vstack([rng.standard_normal((39, 3)), X[:1]])
     elif kind == "ties":
         # Integer grid points and duplicated centres: many exact ties
         # between two or more centres, including at the row maximum.
@@ -78,7 +82,8 @@ def _oracle_stats(X, w, C, sigma, prior=None):
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
 @pytest.mark.parametrize(
-    "kind", ["random", "ties", "mixed", "few-dense", "offset", "all-equal"]
+    "kind",
+    ["random", "many-centres", "ties", "mixed", "few-dense", "offset", "all-equal"],
 )
 @pytest.mark.parametrize("scale", [0.05, 0.5, 3.0, 100.0], ids=lambda s: f"sigma{s}")
 def test_fast_softmax_statistics_match_the_straightforward_path(
@@ -207,3 +212,27 @@ def test_statistics_only_pass_takes_the_fast_path(monkeypatch):
     # several near scores (the 50 between centres) in the same product.
     (near,) = gathered
     assert len(calls) == 1 and np.sum(near == 1) > 400 and np.sum(near > 1) >= 40
+
+
+@pytest.mark.parametrize(
+    "dense_first", [True, False], ids=["dense-first", "one-hot-first"]
+)
+def test_fast_path_across_blocks_of_both_kinds(dense_first):
+    # Check that a pass over many small blocks, some mostly one-hot and some
+    # dense, equals the straightforward path (after a dense block the pass
+    # stops testing for gathering).
+    from sklearn import config_context
+
+    rng = np.random.default_rng(0)
+    C = np.array([[0.0, 0.0], [40.0, 0.0], [0.0, 40.0], [20.0, 0.0]])
+    tight = C[rng.integers(0, 4, 600)] + 0.01 * rng.standard_normal((600, 2))
+    between = np.array([10.0, 0.0]) + 0.1 * rng.standard_normal((600, 2))
+    parts = [between, tight] if dense_first else [tight, between]
+    X = np.vstack(parts)
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    # About 70 rows per block.
+    with config_context(working_memory=0.01):
+        fast, slow, _ = _both_paths(X, w, C, 1.0)
+    assert_allclose(fast.N, slow.N, rtol=1e-13, atol=1e-10)
+    assert_allclose(fast.S, slow.S, rtol=1e-13, atol=1e-9)
+    assert_allclose(fast.inertia, slow.inertia, rtol=1e-12)
