@@ -173,6 +173,10 @@ def rbf_pass(
                 X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, prior is None
             )
             return PassResult(N, S, total_inertia, 0.0, None, None)
+    # Entmax-1.5 statistics: blocks whose rows are all one-hot skip the
+    # threshold search (_hard_stats).
+    hard = activation == "entmax15" and internal and stats and not moments
+    window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T
     for sl in _blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
@@ -180,6 +184,8 @@ def rbf_pass(
         E, imin, e_min = partial_distances(Xb, pc, buf)
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
         total_inertia += float(wb @ d_min)
+        if hard and not objective and _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
+            continue
         if objective:
             # D = d - d_min >= 0, kept for the objective and its bounds.
             D = np.subtract(E, e_min[:, None], out=buf.D[:b])
@@ -313,6 +319,33 @@ def _sparse_stats(Xb, wb, Z, z_max, near, N, S):
     np.cumsum(np.bincount(rows, minlength=b), out=indptr[1:])
     # Column i of this k x b matrix holds sample i's weights.
     S += sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xb
+
+
+def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
+    """Entmax-1.5 statistics of a block whose rows are all one-hot, or False.
+
+    A row is exactly one-hot when its nearest centre is its only candidate,
+    ``e_ij - e_min < 2 T`` (``_split_one_hot``). Then ``N`` and ``S`` are
+    those of Lloyd: ``w_i`` and ``w_i x_i`` go to the nearest centre, through
+    a bincount and a sparse ``k x b`` product. One comparison over the block
+    decides (``<=``: the nearest centre is counted even where ``2 T`` is
+    below its rounding); a block with any tie or near second centre returns
+    False for the threshold search.
+    """
+    b, k = E.shape
+    # The window may be below the dtype's smallest normal (Lloyd: T = tiny);
+    # the sum is then e_min itself and only exact ties count.
+    if not window < float(np.finfo(E.dtype).max):
+        return False
+    with np.errstate(under="ignore"):
+        bound = e_min + E.dtype.type(window)
+    if np.count_nonzero(E <= bound[:, None]) != b:
+        return False
+    N += np.bincount(imin, weights=wb, minlength=k)
+    P = sp.csc_array((wb, imin, np.arange(b + 1)), shape=(k, b))
+    Sb = P @ Xb
+    S += Sb.toarray() if sp.issparse(Sb) else Sb
+    return True
 
 
 def _accumulate_moments(M, Xb, wb, R):

@@ -236,3 +236,55 @@ def test_fast_path_across_blocks_of_both_kinds(dense_first):
     assert_allclose(fast.N, slow.N, rtol=1e-13, atol=1e-10)
     assert_allclose(fast.S, slow.S, rtol=1e-13, atol=1e-9)
     assert_allclose(fast.inertia, slow.inertia, rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
+@pytest.mark.parametrize("kind", ["random", "ties", "few-dense", "offset", "all-equal"])
+@pytest.mark.parametrize("sigma", [0.0, 1e-3, 0.05, 1.0])
+def test_one_hot_entmax_blocks_match_the_threshold_search(
+    kind, dtype, sigma, global_random_seed
+):
+    # Check that entmax-1.5 statistics of blocks whose rows are all one-hot
+    # (Lloyd's statistics, the sigma=0 case is Lloyd itself) equal those of
+    # the threshold search, and that blocks with ties or near second
+    # centres still get the threshold search.
+    rng = np.random.default_rng(global_random_seed)
+    X, C = _inputs(kind, dtype, rng)
+    w = rng.uniform(0.5, 2.0, X.shape[0]).astype(dtype)
+    offset = data_offset(X, w)
+    x_sq = squared_norms(X, offset)
+    args = (X, w, C, sigma, "entmax15", offset, x_sq)
+    fast = rbf_pass(*args)
+    slow = rbf_pass(*args, grad_X=True)
+    rtol = 200 * np.finfo(dtype).eps
+    W = float(w.sum())
+    x_scale = float(np.abs(dense64(X)).max()) + 1.0
+    assert_allclose(fast.N, slow.N, rtol=rtol, atol=rtol * W)
+    assert_allclose(fast.S, slow.S, rtol=rtol, atol=rtol * W * x_scale)
+    assert fast.inertia == slow.inertia
+
+
+def test_hard_blocks_taken_only_when_every_row_is_one_hot(monkeypatch):
+    # Check which blocks skip the threshold search: all one-hot rows do, a
+    # block with one exact tie does not.
+    import skrbfkmeans._engine as engine
+
+    taken = []
+    original = engine._hard_stats
+
+    def spy(*args):
+        taken.append(original(*args))
+        return taken[-1]
+
+    monkeypatch.setattr(engine, "_hard_stats", spy)
+    C = np.array([[0.0, 0.0], [4.0, 0.0]])
+    X = np.array([[0.1, 0.0], [3.9, 0.0], [-1.0, 0.5]])
+    # No centring, so that the tie below is exact in floating point.
+    offset = np.zeros(2)
+    rbf_pass(X, np.ones(3), C, 0.0, "entmax15", offset, squared_norms(X, offset))
+    tied = np.vstack([X, [[2.0, 1.0]]])  # equidistant from both centres
+    x_sq = squared_norms(tied, offset)
+    res = rbf_pass(tied, np.ones(4), C, 0.0, "entmax15", offset, x_sq)
+    assert taken == [True, False]
+    # The tie is split evenly, as entmax-1.5 does at any width.
+    assert_allclose(res.N, [2.5, 1.5])
