@@ -21,7 +21,7 @@ from ._entmax_rows import (
     _blocks,
     _default_n_iter,
     _finish,
-    _sparse_rows,
+    _newton_threshold,
     _split_one_hot,
 )
 
@@ -114,10 +114,34 @@ def _sparse_map(X, alpha, axis):
     m, k = X.shape
     Z = np.empty((m, k), dtype=dtype)
     ws, blocks = _blocks(m, k, dtype)
+    capacity = ws.V.shape[0]
+    # Rows that need a threshold search, when they are few per block (low
+    # temperature), are pooled across blocks: one Newton solve per workspace
+    # of them instead of one per block (its fixed cost dominated there).
+    pending = []
+
+    def solve(parts):
+        Ud = np.concatenate([part[1] for part in parts])
+        rows = np.concatenate([part[0] for part in parts])
+        n_cand = np.concatenate([part[2] for part in parts])
+        tau = _newton_threshold(Ud, alpha, n_cand, ws)
+        Z[rows] = _finish(Ud, tau, alpha, ws.V[: rows.size], ws.ones)
+
     for sl in blocks:
         # Each block of the output holds the shifted scores, then the result.
         U = Z[sl]
-        _sparse_rows(U, _shift(X[sl], U, "X"), alpha, ws)
+        dense, Ud, n_cand = _split_one_hot(U, _shift(X[sl], U, "X"), alpha, ws)
+        if 8 * dense.size >= U.shape[0]:
+            tau = _newton_threshold(Ud, alpha, n_cand, ws)
+            U[dense] = _finish(Ud, tau, alpha, ws.V[: dense.size], ws.ones)
+            continue
+        if dense.size + sum(part[0].size for part in pending) > capacity:
+            solve(pending)
+            pending = []
+        if dense.size:
+            pending.append((dense + sl.start, Ud.copy(), n_cand))
+    if pending:
+        solve(pending)
     return restore(Z)
 
 

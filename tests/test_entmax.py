@@ -589,3 +589,28 @@ def test_fast_path_adversarial(name, k, global_random_seed):
     # top entry may still round to 1).
     assert (np.count_nonzero(P[~one_hot], axis=1) > 1).all()
     assert_kkt(Z, P, alpha, np.float64)
+
+
+@pytest.mark.parametrize("dense_every", [3, 50, 700], ids=lambda d: f"every{d}")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("name", ["entmax15", "sparsemax"])
+def test_many_blocks_of_mostly_one_hot_rows(
+    name, dtype, dense_every, global_random_seed
+):
+    # Check the pooling of threshold searches across row blocks: one-hot
+    # rows (gap above 2) with a dense row every few rows, over many blocks
+    # of 512 rows, against the sort oracle row for row.
+    rng = np.random.default_rng(global_random_seed)
+    m, k = 3000, 64
+    Z = rng.standard_normal((m, k)) - 10.0
+    Z[np.arange(m), rng.integers(0, k, m)] = 0.0
+    dense = np.arange(0, m, dense_every)
+    Z[dense] = rng.standard_normal((dense.size, k))
+    Z = Z.astype(dtype)
+    f, alpha = MAPS[name]
+    P = f(Z)
+    expected = ORACLES[alpha](Z.astype(np.float64))
+    tol = 1e-12 if dtype == np.float64 else 2e-6
+    assert_allclose(P, expected, rtol=tol, atol=tol)
+    assert_on_simplex(P)
+    assert np.all(np.count_nonzero(np.delete(P, dense, axis=0), axis=1) == 1)
