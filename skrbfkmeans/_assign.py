@@ -85,6 +85,10 @@ class BlockBuffers:
         self.near = pooled_empty("near", shape, bool)
         self.scratch = pooled_empty("scratch", shape, dtype)
         self.X = None if sparse else pooled_empty("X", (n_rows, n_features), dtype)
+        # Centred rows with a column of ones (augmented_block).
+        self.Xa = (
+            None if sparse else pooled_empty("Xa", (n_rows, n_features + 1), dtype)
+        )
         self.ones = np.ones(n_clusters, dtype=dtype)
         self.ws = (
             _Workspace(n_rows, n_clusters, dtype, empty=pooled_empty)
@@ -104,6 +108,19 @@ def centred_block(X, sl, offset, buf):
     Xb = buf.X[: sl.stop - sl.start]
     np.subtract(X[sl], offset, out=Xb)
     return Xb
+
+
+def augmented_block(X, sl, offset, buf):
+    """Dense rows ``sl`` of ``X`` minus ``offset``, then a column of ones.
+
+    Against ``[A; bias]`` one GEMM gives the scores with their bias, and
+    against weighted rows one product gives ``S`` and ``N`` together.
+    """
+    b = sl.stop - sl.start
+    Xa = buf.Xa[:b]
+    np.subtract(X[sl], offset, out=Xa[:, :-1])
+    Xa[:, -1] = 1.0
+    return Xa
 
 
 class PreparedCenters:
@@ -223,19 +240,27 @@ class ScaledCenters:
         if log_prior is not None:
             bias = bias + log_prior
             dead = np.flatnonzero(np.isneginf(log_prior))
-            self.dead = dead if dead.size else None
+            if dead.size:
+                self.dead = dead
+                # Finite inside the GEMM (no inf * 0); never near a maximum.
+                bias[dead] = -float(finfo.max) / 16
         self.bias = bias.astype(dtype)
+        self.A_bias = np.vstack([self.A, self.bias[None, :]])
 
 
 def scaled_scores(Xb, sc, buf):
-    """Scores ``z = Xb A + bias`` into ``buf.E``; returns them and row maxima."""
+    """Scores ``z = Xb A + bias`` into ``buf.E``; returns them and row maxima.
+
+    ``Xb`` is CSR rows (the bias is added) or an ``augmented_block`` (the
+    bias comes with the product).
+    """
     b, k = Xb.shape[0], sc.A.shape[1]
     Z = buf.E[:b]
     if sp.issparse(Xb):
         Z[...] = Xb @ sc.A
+        Z += sc.bias
     else:
-        np.matmul(Xb, sc.A, out=Z)
-    Z += sc.bias
+        np.matmul(Xb, sc.A_bias, out=Z)
     if k > _COLUMN_MAX_K:
         return Z, Z[np.arange(b), np.argmax(Z, axis=1)]
     # Few columns: one maximum per column beats a row-wise reduction (whose

@@ -21,6 +21,7 @@ from ._assign import (
     BlockBuffers,
     PreparedCenters,
     ScaledCenters,
+    augmented_block,
     block_rows,
     centred_block,
     far_cut,
@@ -273,8 +274,15 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
     total_inertia = 0.0
     # After one mostly-near block the rest of the pass skips the near test.
     gather = not sp.issparse(X)
+    sparse = sp.issparse(X)
     for sl in _blocks(X.shape[0], step):
-        Xb = centred_block(X, sl, offset, buf)
+        # Dense rows carry a column of ones: the bias comes with the scores'
+        # GEMM and N with S's product (its last column).
+        Xb = (
+            centred_block(X, sl, offset, buf)
+            if sparse
+            else augmented_block(X, sl, offset, buf)
+        )
         wb = sample_weight[sl]
         b = wb.shape[0]
         Z, z_max = scaled_scores(Xb, sc, buf)
@@ -294,18 +302,24 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
             clamp = n_near < near.size
         P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead)
         v = wb / Zsum
-        N += v @ P
-        if sp.issparse(Xb):
+        if sparse:
+            N += v @ P
             P *= v[:, None]
             S += (Xb.T @ P).T
         else:
             Xb *= v[:, None]
-            S += P.T @ Xb
+            _add_augmented(P.T @ Xb, N, S)
     return total_inertia
 
 
-def _sparse_stats(Xb, wb, Z, z_max, near, N, S):
-    """Statistics from the near scores of a block only (see above)."""
+def _add_augmented(SN, N, S):
+    """Add a product against augmented rows: ``S`` then ``N`` (last column)."""
+    S += SN[:, :-1]
+    N += SN[:, -1]
+
+
+def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
+    """Statistics from the near scores of an augmented block (see above)."""
     b, k = Z.shape
     idx = np.flatnonzero(near)
     rows = idx // k
@@ -314,11 +328,11 @@ def _sparse_stats(Xb, wb, Z, z_max, near, N, S):
     # zero prior mass (score -inf) are never near: they receive exactly 0.
     vals = np.exp(Z.ravel()[idx] - z_max[rows])
     vals *= (wb / np.bincount(rows, weights=vals, minlength=b))[rows]
-    N += np.bincount(cols, weights=vals, minlength=k)
     indptr = np.zeros(b + 1, dtype=np.intp)
     np.cumsum(np.bincount(rows, minlength=b), out=indptr[1:])
-    # Column i of this k x b matrix holds sample i's weights.
-    S += sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xb
+    # Column i of this k x b matrix holds sample i's weights; the augmented
+    # rows give N with S.
+    _add_augmented(sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xa, N, S)
 
 
 def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
