@@ -24,6 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from . import _dask
 from ._anneal import anneal, first_critical_sigma
 from ._assign import ACTIVATIONS
 from ._engine import (
@@ -34,6 +35,7 @@ from ._engine import (
     rbf_pass,
     squared_norms,
 )
+from ._stream import online_em_step
 
 
 def _weighted_mean_variance(X, sample_weight):
@@ -200,7 +202,9 @@ class _BaseRBFKMeans(
         self.labels_, self.inertia_ = labels_inertia(
             X, sample_weight, centers, offset, x_sq
         )
-        distinct = np.unique(self.labels_).size
+        self._warn_distinct(np.unique(self.labels_).size, sigma)
+
+    def _warn_distinct(self, distinct, sigma):
         if distinct < self.n_clusters:
             warnings.warn(
                 f"Number of distinct clusters ({distinct}) found smaller than "
@@ -208,7 +212,7 @@ class _BaseRBFKMeans(
                 f"points in X, or to a width (sigma_={sigma:.3g}) at which "
                 "centres merge.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
     # -- prediction ---------------------------------------------------------
@@ -246,6 +250,9 @@ class _BaseRBFKMeans(
             Index of the nearest centre (int32).
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return _dask.predict(X, self._centers_as(X), self._offset_as(X))
         X = self._check_test_data(X)
         ones = np.ones(X.shape[0], dtype=X.dtype)
         return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
@@ -266,6 +273,15 @@ class _BaseRBFKMeans(
             assignments; each row sums to one.
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return _dask.predict_proba(
+                X,
+                self._centers_as(X),
+                self.sigma_,
+                self._final_activation(),
+                self._offset_as(X),
+            )
         X = self._check_test_data(X)
         offset = self._offset_as(X)
         resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
@@ -315,6 +331,9 @@ class _BaseRBFKMeans(
             Distances, as ``sklearn.cluster.KMeans.transform`` returns them.
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return _dask.transform(X, self._centers_as(X))
         X = self._check_test_data(X)
         return euclidean_distances(X, self._centers_as(X))
 
@@ -336,6 +355,11 @@ class _BaseRBFKMeans(
             ``-sum_i w_i min_j ||x_i - mu_j||^2``.
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return -_dask.inertia(
+                X, sample_weight, self._centers_as(X), self._offset_as(X)
+            )
         X = self._check_test_data(X)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=X.dtype, ensure_non_negative=True
@@ -531,6 +555,8 @@ class RBFKMeans(_BaseRBFKMeans):
         self : object
             Fitted estimator.
         """
+        if _dask.is_dask_collection(X):
+            return _dask.fit_rbf_kmeans(self, X, sample_weight)
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         init = self._check_init_array(X) if self._init_is_array else self.init
@@ -585,6 +611,133 @@ class RBFKMeans(_BaseRBFKMeans):
                 stacklevel=2,
             )
         self._set_fitted(X, sample_weight, centers, offset, x_sq, sigma)
+        return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """Update the centres with one online EM step on a batch of samples.
+
+        The first call initialises: ``init`` on the first batch (k-means++
+        by default, so the first batch needs at least ``n_clusters``
+        samples), the width (``sigma="auto"`` is resolved from those
+        centres) and the centring offset (the first batch's weighted mean).
+        After :meth:`fit`, the first call continues from the fitted centres.
+        Following :class:`sklearn.cluster.MiniBatchKMeans`, ``labels_`` and
+        ``inertia_`` are not set; use :meth:`predict` and :meth:`score`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            A batch of training instances, in memory (a dask array is fed
+            block by block by ``dask_ml.wrappers.Incremental``).
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples of the batch (not all zero).
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+
+        Notes
+        -----
+        Stepwise online EM [1]_: with the batch's normalised statistics
+        ``n_j^b = N_j^b / W^b`` and ``s_j^b = S_j^b / W^b`` (responsibilities
+        at the current centres, ``W^b`` the batch's total weight), the
+        running statistics move by the step ``rho_t = t^{-0.6}`` of the
+        ``t``-th call,
+
+        ``n_j <- (1 - rho_t) n_j + rho_t n_j^b``,
+        ``s_j <- (1 - rho_t) s_j + rho_t s_j^b``,
+
+        and the centres are their M-step ``mu_j = s_j / n_j``. The first step
+        is ``rho_1 = 1`` (one EM iteration on the first batch). As
+        ``sum rho_t = inf`` and ``sum rho_t^2 < inf``, several passes over
+        the batches approach a fixed point of EM on all of them.
+
+        References
+        ----------
+        .. [1] O. Cappé, E. Moulines, "On-line expectation-maximization
+           algorithm for latent data models", J. R. Stat. Soc. B 71(3), 2009.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skrbfkmeans import RBFKMeans
+        >>> X = np.array([[1.0, 2.0], [1.0, 4.0], [1.0, 0.0],
+        ...               [10.0, 2.0], [10.0, 4.0], [10.0, 0.0]])
+        >>> km = RBFKMeans(n_clusters=2, init=X[[0, 3]], sigma=0.5)
+        >>> for _ in range(5):
+        ...     for batch in (X[[1, 2, 3]], X[[0, 4, 5]]):
+        ...         km = km.partial_fit(batch)
+        >>> km.n_steps_
+        10
+        >>> km.cluster_centers_
+        array([[ 1.,  2.],
+               [10.,  2.]])
+        """
+        has_centers = hasattr(self, "cluster_centers_")
+        X = validate_data(
+            self,
+            X,
+            accept_sparse="csr",
+            dtype=self.cluster_centers_.dtype
+            if has_centers
+            else [np.float64, np.float32],
+            order="C",
+            accept_large_sparse=True,
+            reset=not has_centers,
+        )
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+        )
+        if not sample_weight.any():
+            raise ValueError(
+                "Sample weights must contain at least one non-zero number."
+            )
+        if not has_centers:
+            if X.shape[0] < self.n_clusters:
+                raise ValueError(
+                    f"n_samples={X.shape[0]} should be >= "
+                    f"n_clusters={self.n_clusters} in the first call to "
+                    "partial_fit."
+                )
+            self._init_is_array = _is_arraylike_not_scalar(self.init)
+            init = self._check_init_array(X) if self._init_is_array else self.init
+            random_state = check_random_state(self.random_state)
+            centers = self._init_centroids(X, init, random_state, sample_weight)
+            self._offset = data_offset(X, sample_weight)
+            self.sigma_ = (
+                _auto_sigma(centers, X, sample_weight)
+                if self.sigma == "auto"
+                else float(self.sigma)
+            )
+        else:
+            centers = self.cluster_centers_
+        # Statistics kept for other centres (a later fit) are not continued.
+        stream = getattr(self, "_stream", None)
+        if stream is None or stream[2] is not centers:
+            self.n_steps_ = 0
+            stream = (None, None)
+        stats = stream[:2]
+        if stats[0] is None:
+            stats = (np.zeros(self.n_clusters), np.zeros(centers.shape))
+        self.n_steps_ += 1
+        centers, stats = online_em_step(
+            X,
+            sample_weight,
+            centers,
+            self.sigma_,
+            self.activation,
+            self._offset,
+            stats,
+            self.n_steps_,
+        )
+        self.cluster_centers_ = centers
+        self._stream = (*stats, centers)
+        self._n_features_out = centers.shape[0]
         return self
 
 
@@ -827,6 +980,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self : object
             Fitted estimator.
         """
+        if _dask.is_dask_collection(X):
+            return _dask.fit_annealed(self, X, sample_weight)
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
