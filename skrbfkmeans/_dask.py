@@ -68,10 +68,13 @@ def as_dask_array(estimator, X, *, reset):
     from sklearn.utils.validation import _check_feature_names, _check_n_features
 
     _, da = import_dask()
-    _check_feature_names(estimator, X, reset=reset)
     if hasattr(X, "to_dask_array"):
-        # A dask DataFrame: the row counts of its partitions become chunks.
+        # A dask DataFrame: its empty pandas frame ("meta") carries the column
+        # names, and the row counts of its partitions become the chunks.
+        _check_feature_names(estimator, X._meta, reset=reset)
         X = X.to_dask_array(lengths=True)
+    else:
+        _check_feature_names(estimator, X, reset=reset)
     if not isinstance(X, da.Array):
         raise TypeError(f"Expected a dask array or DataFrame, got {type(X).__name__}.")
     if X.ndim != 2:

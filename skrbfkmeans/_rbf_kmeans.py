@@ -646,16 +646,21 @@ class RBFKMeans(_BaseRBFKMeans):
         Stepwise online EM [1]_: with the batch's normalised statistics
         ``n_j^b = N_j^b / W^b`` and ``s_j^b = S_j^b / W^b`` (responsibilities
         at the current centres, ``W^b`` the batch's total weight), the
-        running statistics move by the step ``rho_t = t^{-0.6}`` of the
-        ``t``-th call,
+        running statistics move by the step
+        ``rho_t = ((t + 19) / 20)^{-0.6}`` of the ``t``-th call,
 
         ``n_j <- (1 - rho_t) n_j + rho_t n_j^b``,
         ``s_j <- (1 - rho_t) s_j + rho_t s_j^b``,
 
-        and the centres are their M-step ``mu_j = s_j / n_j``. The first step
-        is ``rho_1 = 1`` (one EM iteration on the first batch). As
-        ``sum rho_t = inf`` and ``sum rho_t^2 < inf``, several passes over
-        the batches approach a fixed point of EM on all of them.
+        and the centres are their M-step ``mu_j = s_j / n_j`` (in coordinates
+        centred on the first batch's mean). The first step is ``rho_1 = 1``
+        (one EM iteration on the first batch); the step stays near 1 for the
+        first few tens of batches, so that the centres move as fast as with
+        EM while they are far from a fixed point, then decays as
+        ``t^{-0.6}``. As ``sum rho_t = inf`` and ``sum rho_t^2 < inf``,
+        several passes over the batches approach a fixed point of EM on all
+        of them; the memory is ``k x (d + 1)`` statistics, whatever the
+        number of batches.
 
         References
         ----------
