@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from . import _dask
+from . import _dask, _dask_fit
 from ._anneal import anneal, first_critical_sigma
 from ._assign import ACTIVATIONS
 from ._engine import (
@@ -475,7 +475,17 @@ class RBFKMeans(_BaseRBFKMeans):
     The E-step and M-step run over blocks of rows and only accumulate the
     sufficient statistics ``N_j = sum_i w_i r_ij`` and
     ``S_j = sum_i w_i r_ij x_i``; ``predict_proba`` is the only method that
-    returns an ``n_samples x n_clusters`` array.
+    returns an ``n_samples x n_clusters`` array. The same sums make
+    :meth:`partial_fit` (online EM) and dask input possible.
+
+    Dask arrays and DataFrames (the ``dask`` extra) are never gathered: each
+    EM iteration runs the block pass on every row chunk and one ``compute``
+    of the summed statistics. The initialisation (k-means++, "random" or a
+    callable) and ``sigma="auto"`` use a uniform sample of
+    ``min(n_samples, max(10000, 100 n_clusters))`` rows with their weights
+    (all rows, in order, when there are no more: the fit then equals the
+    NumPy fit to rounding). ``labels_``, ``predict``, ``predict_proba`` and
+    ``transform`` are lazy dask arrays.
 
     References
     ----------
@@ -541,8 +551,10 @@ class RBFKMeans(_BaseRBFKMeans):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training instances. Sparse input is used in CSR format.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            Training instances. Sparse input is used in CSR format; dask
+            arrays and DataFrames are processed chunk by chunk.
         y : Ignored
             Not used, present for API consistency by convention.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -556,7 +568,7 @@ class RBFKMeans(_BaseRBFKMeans):
             Fitted estimator.
         """
         if _dask.is_dask_collection(X):
-            return _dask.fit_rbf_kmeans(self, X, sample_weight)
+            return _dask_fit.fit_rbf_kmeans(self, X, sample_weight)
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         init = self._check_init_array(X) if self._init_is_array else self.init
@@ -886,6 +898,14 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     sqrt(lambda_max) v_j``. Splitting one group per cooling step, by that
     score, follows the K-Means objective rather than the data's hierarchy.
 
+    On a dask array or DataFrame (the ``dask`` extra) the schedule, the
+    polish and the ``*_path_`` attributes are computed in memory on a uniform
+    sample of ``min(n_samples, max(10000, 100 n_clusters))`` rows with their
+    weights (all rows when there are no more); the final phase (Lloyd until
+    the centres stop changing, or EM at a float ``sigma_end``) and the
+    certificate run on every row, one ``compute`` per iteration.
+    ``certified_`` therefore holds for all the data.
+
     References
     ----------
     .. [1] K. Rose, "Deterministic annealing for clustering, compression,
@@ -972,8 +992,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training instances. Sparse input is used in CSR format.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            Training instances. Sparse input is used in CSR format; dask
+            arrays and DataFrames are processed chunk by chunk.
         y : Ignored
             Not used, present for API consistency by convention.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -986,7 +1008,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             Fitted estimator.
         """
         if _dask.is_dask_collection(X):
-            return _dask.fit_annealed(self, X, sample_weight)
+            return _dask_fit.fit_annealed(self, X, sample_weight)
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
