@@ -119,11 +119,8 @@ def _as_dask_weights(sample_weight, X):
 
 
 def _add(*parts):
-    """Element-wise sum of tuples of arrays, floats or ``None``."""
-    return tuple(
-        None if items[0] is None else sum(items[1:], start=items[0])
-        for items in zip(*parts)
-    )
+    """Element-wise sum of tuples of arrays and floats."""
+    return tuple(sum(items[1:], start=items[0]) for items in zip(*parts))
 
 
 def _minimum(*parts):
@@ -287,7 +284,7 @@ class DaskRows:
         if n_sample >= self.n_samples:
             Xs, ws = self.X, self.w
         else:
-            idx = np.sort(random_state.choice(self.n_samples, n_sample, replace=False))
+            idx = _sample_indices(self.n_samples, n_sample, random_state)
             Xs, ws = self.X[idx], self.w[idx]
         if variance:
             var = self.reduce(_variance_block, self.offset, compute=False)
@@ -314,6 +311,20 @@ class DaskRows:
     def min_margin(self, centers):
         """Smallest margin over the samples of positive weight."""
         return self.reduce(_margin_block, centers, self.offset, combine=_minimum)
+
+
+def _sample_indices(n_samples, n_sample, random_state):
+    """``n_sample`` distinct row indices, uniform, sorted, in ``O(n_sample)`` memory.
+
+    Duplicates of uniform draws are redrawn: the set is uniform over the
+    subsets of its size by symmetry, and nothing of size ``n_samples`` is
+    allocated (``choice(replace=False)`` permutes all rows).
+    """
+    idx = np.unique(random_state.randint(n_samples, size=n_sample))
+    while idx.size < n_sample:
+        more = random_state.randint(n_samples, size=n_sample - idx.size)
+        idx = np.unique(np.concatenate([idx, more]))
+    return idx
 
 
 def sample_size(n_samples, n_clusters):

@@ -18,6 +18,7 @@ da = pytest.importorskip("dask.array")
 
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 from sklearn.datasets import make_blobs  # noqa: E402
+from sklearn.metrics import adjusted_rand_score  # noqa: E402
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans  # noqa: E402
 
@@ -199,3 +200,18 @@ def test_convergence_warning(client):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         RBFKMeans(n_clusters=4, random_state=0).fit(da.from_array(X, chunks=300))
+
+
+def test_fit_on_a_sample(client):
+    # Check that with more rows than the initialisation sample, k-means++ on
+    # the sample is reproducible with random_state (to rounding: block sums
+    # on the workers may round differently with memory alignment) and
+    # finds the NumPy fit's clusters (the width, from other initial centres,
+    # differs a little, and so do the soft centres and boundary labels).
+    X = _blobs(5, n_samples=12_000, n_features=2, centers=3)
+    Xd = da.from_array(X, chunks=5000)
+    fits = [RBFKMeans(n_clusters=3, random_state=0).fit(Xd) for _ in range(2)]
+    assert_allclose(fits[0].cluster_centers_, fits[1].cluster_centers_, rtol=1e-12)
+    ref = RBFKMeans(n_clusters=3, random_state=0).fit(X)
+    assert adjusted_rand_score(fits[0].labels_.compute(), ref.labels_) > 0.95
+    assert_allclose(fits[0].inertia_, ref.inertia_, rtol=1e-4)
