@@ -26,10 +26,11 @@ Run: ``python benchmarks/bench_scale.py [--n 1e7] [--n-memmap 3e7] [--k 32]
 
 import argparse
 import os
-import resource
 import statistics
+import sys
 import tempfile
 import time
+from contextlib import ExitStack, nullcontext
 
 import numpy as np
 from threadpoolctl import threadpool_limits
@@ -37,6 +38,13 @@ from threadpoolctl import threadpool_limits
 from skrbfkmeans import RBFKMeans
 from skrbfkmeans._dask import DaskRows
 from skrbfkmeans._engine import data_offset, m_step, rbf_pass, squared_norms
+
+
+def distributed_wait(X):
+    from distributed import wait
+
+    wait(X)
+
 
 D = 16
 SIGMA = 1.0
@@ -83,35 +91,56 @@ def numpy_data(n, chunk, centers):
     return X
 
 
-def time_numpy(X, init, repeat):
-    w = np.ones(X.shape[0])
-    offset = data_offset(X, w)
-    x_sq = squared_norms(X, offset)
-    centers, times = init, []
-    for _ in range(repeat + 1):
-        t0 = time.perf_counter()
-        res = rbf_pass(X, w, centers, SIGMA, "softmax", offset, x_sq)
-        centers = m_step(res.N, res.S, centers, offset)
-        times.append(time.perf_counter() - t0)
-    return times[1:]
+class NumpyRun:
+    """One EM iteration on an in-memory (or memory-mapped) array."""
+
+    def __init__(self, X, init):
+        self.X, self.w = X, np.ones(X.shape[0])
+        self.offset = data_offset(X, self.w)
+        self.x_sq = squared_norms(X, self.offset)
+        self.centers = init
+
+    def step(self):
+        res = rbf_pass(
+            self.X, self.w, self.centers, SIGMA, "softmax", self.offset, self.x_sq
+        )
+        self.centers = m_step(res.N, res.S, self.centers, self.offset)
 
 
-def time_dask(X, init, repeat):
-    rows = DaskRows(RBFKMeans(n_clusters=init.shape[0]), X, None, init.shape[0])
-    centers, times = init, []
-    for _ in range(repeat + 1):
-        t0 = time.perf_counter()
-        N, S, _ = rows.stats(centers, SIGMA, "softmax")
-        centers = m_step(N, S, centers, rows.offset)
-        times.append(time.perf_counter() - t0)
-    return times[1:]
+class DaskRun:
+    """One EM iteration as ``fit`` runs it on dask input (``DaskRows.stats``)."""
+
+    def __init__(self, X, init):
+        k = init.shape[0]
+        self.rows = DaskRows(RBFKMeans(n_clusters=k), X, None, k)
+        self.centers = init
+
+    def step(self):
+        N, S, _ = self.rows.stats(self.centers, SIGMA, "softmax")
+        self.centers = m_step(N, S, self.centers, self.rows.offset)
 
 
-def peak_rss(client):
-    def rss():
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+def _start_rss_monitor(dask_worker):
+    # Sample the worker's resident set every 5 ms from a thread: getrusage's
+    # peak is inherited from the parent process at fork, so it says nothing.
+    import threading
 
-    return sorted(client.run(rss).values())
+    import psutil
+
+    proc, state = psutil.Process(), {"peak": 0, "stop": False}
+
+    def sample():
+        while not state["stop"]:
+            state["peak"] = max(state["peak"], proc.memory_info().rss)
+            time.sleep(0.005)
+
+    threading.Thread(target=sample, daemon=True).start()
+    dask_worker._bench_rss = state
+
+
+def _read_rss(dask_worker):
+    dask_worker._bench_rss["stop"] = True
+    return dask_worker._bench_rss["peak"]
 
 
 def cluster(n_workers, memory_limit):
@@ -125,7 +154,24 @@ def cluster(n_workers, memory_limit):
         host="127.0.0.1",
         memory_limit=memory_limit,
     )
-    return lc, Client(lc)
+    return lc, Client(lc, set_as_default=False)
+
+
+def rounds(runs, repeat):
+    """Median seconds per iteration of each run, in interleaved rounds."""
+    times = {name: [] for name in runs}
+    for r in range(repeat + 1):
+        for name, (run, client) in runs.items():
+            # Each dask run computes on its own cluster.
+            ctx = client.as_current() if client is not None else nullcontext()
+            with ctx:
+                t0 = time.perf_counter()
+                run.step()
+                if r:  # the first round warms up
+                    times[name].append(time.perf_counter() - t0)
+        done = ", ".join(f"{n} {t[-1]:.2f}s" for n, t in times.items() if t)
+        print(f"round {r}: {done}", file=sys.stderr)
+    return {name: statistics.median(t) for name, t in times.items()}
 
 
 def main():
@@ -145,26 +191,35 @@ def main():
     init = centers + np.random.RandomState(1).standard_normal(centers.shape)
     table = []
 
-    with threadpool_limits(1):
-        X = numpy_data(n, chunk, centers)
-        ref = statistics.median(time_numpy(X, init, args.repeat))
-        table.append(("numpy", f"{n:.0e} x {D}", ref, None, "mem"))
-        del X
-
+    with threadpool_limits(1), ExitStack() as stack:
+        # In memory: NumPy here, the same rows persisted on 1 and 2 workers.
+        runs = {"numpy": (NumpyRun(numpy_data(n, chunk, centers), init), None)}
+        clients = {}
         for n_workers in (1, 2):
-            # Room for the persisted rows: this run measures speed, not memory.
             lc, client = cluster(n_workers, "16GiB")
-            with lc, client:
+            stack.enter_context(lc)
+            stack.enter_context(client)
+            with client.as_current():
                 X = da.map_blocks(
                     _blob_task, centers, chunk, n, chunks=row_chunks(n, chunk),
                     dtype=np.float64,
                 ).persist()  # fmt: skip
-                t = statistics.median(time_dask(X, init, args.repeat))
-                table.append(
-                    (f"dask, {n_workers} worker(s)", f"{n:.0e} x {D}", t,
-                     peak_rss(client), "mem")
-                )  # fmt: skip
+                distributed_wait(X)
+                name = f"dask, {n_workers} worker(s)"
+                runs[name] = (DaskRun(X, init), client)
+            client.run(_start_rss_monitor)
+            clients[name] = client
+        medians = rounds(runs, args.repeat)
+        for name, t in medians.items():
+            rss = None
+            if name in clients:
+                rss = sorted(clients[name].run(_read_rss).values())
+            table.append((name, f"{n:.0e} x {D}", t, rss, medians["numpy"]))
+        del runs
+        stack.close()
 
+        # A file larger than each worker's memory limit, streamed block by
+        # block on 2 workers, against NumPy on the memory map in this process.
         path = os.path.join(args.dir, "bench_scale_rows.npy")
         mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
                                        shape=(n_mm, D))  # fmt: skip
@@ -176,34 +231,43 @@ def main():
         size = os.path.getsize(path)
         try:
             lc, client = cluster(2, args.memory_limit)
-            with lc, client:
+            stack.enter_context(lc)
+            stack.enter_context(client)
+            with client.as_current():
                 X = da.map_blocks(
                     _load_task, path, chunk, n_mm, chunks=row_chunks(n_mm, chunk),
                     dtype=np.float64,
                 )  # fmt: skip
-                t = statistics.median(time_dask(X, init, args.repeat))
-                table.append(
-                    (f"memmap, 2 workers ({args.memory_limit} each)",
-                     f"{n_mm:.0e} x {D}", t, peak_rss(client), "file")
-                )  # fmt: skip
-            X = np.load(path, mmap_mode="r")
-            t_np = statistics.median(time_numpy(X, init, args.repeat))
-            table.append(("numpy memmap", f"{n_mm:.0e} x {D}", t_np, None, "file"))
-            del X
+                dask_run = DaskRun(X, init)
+            client.run(_start_rss_monitor)
+            name = f"memmap, 2 workers ({args.memory_limit} each)"
+            runs = {
+                "numpy memmap": (NumpyRun(np.load(path, mmap_mode="r"), init), None),
+                name: (dask_run, client),
+            }
+            medians = rounds(runs, args.repeat)
+            rss = sorted(client.run(_read_rss).values())
+            for key, t in medians.items():
+                mem = rss if key == name else None
+                ref = medians["numpy memmap"]
+                table.append((key, f"{n_mm:.0e} x {D}", t, mem, ref))
+            del runs
+            stack.close()
         finally:
             os.remove(path)
 
     print(
         f"One EM iteration (softmax, k={k}, d={D}, float64, chunks of {chunk} "
-        f"rows); memmap file {size / 2**30:.2f} GiB; medians of {args.repeat}."
+        f"rows); memmap file {size / 2**30:.2f} GiB; medians of {args.repeat} "
+        "interleaved rounds."
     )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"{os.cpu_count()} CPUs; load average at the end (1, 5, 15 min): {load}")
     print(f"{'run':<34} {'rows':>10} {'s/iter':>8} {'ratio':>6}  peak RSS / worker")
-    refs = {"mem": ref, "file": table[-1][2]}
-    for name, shape, t, rss, group in table:
-        ratio = t / refs[group]
+    for name, shape, t, rss, ref in table:
         mem = "" if rss is None else ", ".join(f"{r / 2**20:.0f} MiB" for r in rss)
-        print(f"{name:<34} {shape:>10} {t:8.3f} {ratio:6.2f}  {mem}")
-    print("ratio: to 'numpy' for the in-memory rows, to 'numpy memmap' for the file.")
+        print(f"{name:<34} {shape:>10} {t:8.3f} {t / ref:6.2f}  {mem}")
+    print("ratio: to the NumPy row of the same data.")
 
 
 if __name__ == "__main__":
