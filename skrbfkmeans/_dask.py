@@ -115,6 +115,14 @@ def _as_dask_weights(sample_weight, X):
     return w.astype(X.dtype).rechunk((X.chunks[0],))
 
 
+def row_blocks(X, sample_weight):
+    """Yield ``(X_block, w_block)`` in memory, one row block at a time."""
+    dask, _ = import_dask()
+    w = _as_dask_weights(sample_weight, X)
+    for i in range(X.numblocks[0]):
+        yield dask.compute(X.blocks[i], w.blocks[i])
+
+
 # -- per-block kernels (run on the workers) ----------------------------------
 
 

@@ -640,13 +640,16 @@ class RBFKMeans(_BaseRBFKMeans):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            A batch of training instances, in memory (a dask array is fed
-            block by block by ``dask_ml.wrappers.Incremental``).
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            A batch of training instances. A dask array or DataFrame gives
+            one step per row block, each block computed in turn (as
+            ``dask_ml.wrappers.Incremental`` feeds its blocks).
         y : Ignored
             Not used, present for API consistency by convention.
         sample_weight : array-like of shape (n_samples,), default=None
-            Non-negative weights of the samples of the batch (not all zero).
+            Non-negative weights of the samples of the batch (not all zero
+            in any step).
 
         Returns
         -------
@@ -696,17 +699,30 @@ class RBFKMeans(_BaseRBFKMeans):
                [10.,  2.]])
         """
         has_centers = hasattr(self, "cluster_centers_")
+        if _dask.is_dask_collection(X):
+            # One step per row block, each block computed in turn.
+            X = _dask.as_dask_array(self, X, reset=not has_centers)
+            for Xb, wb in _dask.row_blocks(X, sample_weight):
+                Xb = check_array(Xb, dtype=[np.float64, np.float32], order="C")
+                self._partial_fit_batch(Xb, wb)
+            return self
         X = validate_data(
             self,
             X,
             accept_sparse="csr",
-            dtype=self.cluster_centers_.dtype
-            if has_centers
-            else [np.float64, np.float32],
+            dtype=[np.float64, np.float32],
             order="C",
             accept_large_sparse=True,
             reset=not has_centers,
         )
+        self._partial_fit_batch(X, sample_weight)
+        return self
+
+    def _partial_fit_batch(self, X, sample_weight):
+        """One online EM step on a validated batch (see ``partial_fit``)."""
+        if hasattr(self, "cluster_centers_"):
+            centers = self.cluster_centers_
+            X = X.astype(centers.dtype, copy=False)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=X.dtype, ensure_non_negative=True
         )
@@ -714,7 +730,7 @@ class RBFKMeans(_BaseRBFKMeans):
             raise ValueError(
                 "Sample weights must contain at least one non-zero number."
             )
-        if not has_centers:
+        if not hasattr(self, "cluster_centers_"):
             if X.shape[0] < self.n_clusters:
                 raise ValueError(
                     f"n_samples={X.shape[0]} should be >= "
@@ -731,16 +747,12 @@ class RBFKMeans(_BaseRBFKMeans):
                 if self.sigma == "auto"
                 else float(self.sigma)
             )
-        else:
-            centers = self.cluster_centers_
-        # Statistics kept for other centres (a later fit) are not continued.
+        # The running statistics belong to the centres they produced: after
+        # a fit (new centres) the stream starts again.
         stream = getattr(self, "_stream", None)
         if stream is None or stream[2] is not centers:
             self.n_steps_ = 0
-            stream = (None, None)
-        stats = stream[:2]
-        if stats[0] is None:
-            stats = (np.zeros(self.n_clusters), np.zeros(centers.shape))
+            stream = (np.zeros(self.n_clusters), np.zeros(centers.shape), centers)
         self.n_steps_ += 1
         centers, stats = online_em_step(
             X,
@@ -749,13 +761,12 @@ class RBFKMeans(_BaseRBFKMeans):
             self.sigma_,
             self.activation,
             self._offset,
-            stats,
+            stream[:2],
             self.n_steps_,
         )
         self.cluster_centers_ = centers
         self._stream = (*stats, centers)
         self._n_features_out = centers.shape[0]
-        return self
 
 
 def _mass_unit(sample_weight):

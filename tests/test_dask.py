@@ -215,3 +215,19 @@ def test_fit_on_a_sample(client):
     ref = RBFKMeans(n_clusters=3, random_state=0).fit(X)
     assert adjusted_rand_score(fits[0].labels_.compute(), ref.labels_) > 0.95
     assert_allclose(fits[0].inertia_, ref.inertia_, rtol=1e-4)
+
+
+def test_partial_fit_steps_per_block(client):
+    # Check that partial_fit on a dask array takes one online EM step per
+    # row block, as the same blocks fed one by one in memory would.
+    X = _blobs(6)
+    w = np.random.RandomState(6).uniform(0.5, 2.0, X.shape[0])
+    params = dict(n_clusters=4, random_state=0)
+    km = RBFKMeans(**params).partial_fit(
+        da.from_array(X, chunks=(200, 3)), sample_weight=w
+    )
+    ref = RBFKMeans(**params)
+    for start in range(0, X.shape[0], 200):
+        ref.partial_fit(X[start : start + 200], sample_weight=w[start : start + 200])
+    assert km.n_steps_ == ref.n_steps_ == 3
+    assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
