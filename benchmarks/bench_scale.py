@@ -15,10 +15,12 @@ the sufficient statistics) plus the M-step on the driver. Rows:
 The data are ``k`` Gaussian blobs of unit spread in a box of side 20,
 generated block by block from fixed seeds (the same rows everywhere);
 softmax at ``sigma=1`` from fixed centres. ``peak RSS / worker`` is the
-largest resident set of each worker process over its life (``getrusage``),
-``ratio`` the median time relative to the NumPy row. One BLAS thread
-everywhere; medians of ``--repeat`` iterations after one warm-up. The machine
-may be shared: read the ratios.
+largest resident set of each worker process during the timed iterations
+(sampled every 5 ms with psutil), ``ratio`` the median time relative to the
+NumPy row of the same data. One BLAS thread everywhere; the runs compared
+alternate in rounds (medians of ``--repeat`` rounds after one warm-up), so
+other work on the machine falls on all of them: read the ratios, and the
+load average printed with the table.
 
 Run: ``python benchmarks/bench_scale.py [--n 1e7] [--n-memmap 3e7] [--k 32]
 [--repeat 3] [--chunk 250000] [--dir /tmp]``.
