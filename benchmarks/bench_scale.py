@@ -22,8 +22,14 @@ alternate in rounds (medians of ``--repeat`` rounds after one warm-up), so
 other work on the machine falls on all of them: read the ratios, and the
 load average printed with the table.
 
+dask's workers start with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc
+map (and zero) every temporary array above 128 KiB afresh: with that variable
+set, the same pass in one process took about 25% longer than without.
+``--malloc heap`` raises the trim threshold and fixes the mmap threshold at
+32 MiB for the workers, to measure the difference.
+
 Run: ``python benchmarks/bench_scale.py [--n 1e7] [--n-memmap 3e7] [--k 32]
-[--repeat 3] [--chunk 250000] [--dir /tmp]``.
+[--repeat 3] [--chunk 250000] [--dir /tmp] [--malloc {dask,heap}]``.
 """
 
 import argparse
@@ -187,7 +193,23 @@ def main():
     parser.add_argument("--chunk", type=int, default=250_000)
     parser.add_argument("--memory-limit", default="1GiB")
     parser.add_argument("--dir", default=tempfile.gettempdir())
+    parser.add_argument(
+        "--malloc",
+        choices=["dask", "heap"],
+        default="dask",
+        help="dask: the workers' default MALLOC_TRIM_THRESHOLD_=65536; heap: "
+        "trim and mmap thresholds of 128 and 32 MiB, so that the kernel's "
+        "temporary arrays are reused from the heap instead of mapped afresh",
+    )
     args = parser.parse_args()
+    if args.malloc == "heap":
+        import dask
+
+        env = "distributed.nanny.pre-spawn-environ."
+        dask.config.set({
+            env + "MALLOC_TRIM_THRESHOLD_": 2**27,
+            env + "MALLOC_MMAP_THRESHOLD_": 2**25,
+        })  # fmt: skip
     n, n_mm, k, chunk = int(args.n), int(args.n_memmap), args.k, args.chunk
     centers = blob_centers(k)
     init = centers + np.random.RandomState(1).standard_normal(centers.shape)
@@ -261,7 +283,7 @@ def main():
     print(
         f"One EM iteration (softmax, k={k}, d={D}, float64, chunks of {chunk} "
         f"rows); memmap file {size / 2**30:.2f} GiB; medians of {args.repeat} "
-        "interleaved rounds."
+        f"interleaved rounds; worker malloc: {args.malloc}."
     )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"{os.cpu_count()} CPUs; load average at the end (1, 5, 15 min): {load}")
