@@ -24,6 +24,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from . import _dask, _dask_fit
 from ._anneal import anneal, first_critical_sigma
 from ._assign import ACTIVATIONS
 from ._engine import (
@@ -34,6 +35,7 @@ from ._engine import (
     rbf_pass,
     squared_norms,
 )
+from ._stream import online_em_step
 
 
 def _weighted_mean_variance(X, sample_weight):
@@ -200,7 +202,9 @@ class _BaseRBFKMeans(
         self.labels_, self.inertia_ = labels_inertia(
             X, sample_weight, centers, offset, x_sq
         )
-        distinct = np.unique(self.labels_).size
+        self._warn_distinct(np.unique(self.labels_).size, sigma)
+
+    def _warn_distinct(self, distinct, sigma):
         if distinct < self.n_clusters:
             warnings.warn(
                 f"Number of distinct clusters ({distinct}) found smaller than "
@@ -208,7 +212,7 @@ class _BaseRBFKMeans(
                 f"points in X, or to a width (sigma_={sigma:.3g}) at which "
                 "centres merge.",
                 ConvergenceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
 
     # -- prediction ---------------------------------------------------------
@@ -246,6 +250,9 @@ class _BaseRBFKMeans(
             Index of the nearest centre (int32).
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return _dask.predict(X, self._centers_as(X), self._offset_as(X))
         X = self._check_test_data(X)
         ones = np.ones(X.shape[0], dtype=X.dtype)
         return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
@@ -266,6 +273,15 @@ class _BaseRBFKMeans(
             assignments; each row sums to one.
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return _dask.predict_proba(
+                X,
+                self._centers_as(X),
+                self.sigma_,
+                self._final_activation(),
+                self._offset_as(X),
+            )
         X = self._check_test_data(X)
         offset = self._offset_as(X)
         resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
@@ -315,6 +331,9 @@ class _BaseRBFKMeans(
             Distances, as ``sklearn.cluster.KMeans.transform`` returns them.
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return _dask.transform(X, self._centers_as(X))
         X = self._check_test_data(X)
         return euclidean_distances(X, self._centers_as(X))
 
@@ -336,6 +355,11 @@ class _BaseRBFKMeans(
             ``-sum_i w_i min_j ||x_i - mu_j||^2``.
         """
         check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = _dask.as_dask_array(self, X, reset=False)
+            return -_dask.inertia(
+                X, sample_weight, self._centers_as(X), self._offset_as(X)
+            )
         X = self._check_test_data(X)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=X.dtype, ensure_non_negative=True
@@ -451,7 +475,17 @@ class RBFKMeans(_BaseRBFKMeans):
     The E-step and M-step run over blocks of rows and only accumulate the
     sufficient statistics ``N_j = sum_i w_i r_ij`` and
     ``S_j = sum_i w_i r_ij x_i``; ``predict_proba`` is the only method that
-    returns an ``n_samples x n_clusters`` array.
+    returns an ``n_samples x n_clusters`` array. The same sums make
+    :meth:`partial_fit` (online EM) and dask input possible.
+
+    Dask arrays and DataFrames (the ``dask`` extra) are never gathered: each
+    EM iteration runs the block pass on every row chunk and one ``compute``
+    of the summed statistics. The initialisation (k-means++, "random" or a
+    callable) and ``sigma="auto"`` use a uniform sample of
+    ``min(n_samples, max(10000, 100 n_clusters))`` rows with their weights
+    (all rows, in order, when there are no more: the fit then equals the
+    NumPy fit to rounding). ``labels_``, ``predict``, ``predict_proba`` and
+    ``transform`` are lazy dask arrays.
 
     References
     ----------
@@ -517,8 +551,10 @@ class RBFKMeans(_BaseRBFKMeans):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training instances. Sparse input is used in CSR format.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            Training instances. Sparse input is used in CSR format; dask
+            arrays and DataFrames are processed chunk by chunk.
         y : Ignored
             Not used, present for API consistency by convention.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -531,6 +567,8 @@ class RBFKMeans(_BaseRBFKMeans):
         self : object
             Fitted estimator.
         """
+        if _dask.is_dask_collection(X):
+            return _dask_fit.fit_rbf_kmeans(self, X, sample_weight)
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         init = self._check_init_array(X) if self._init_is_array else self.init
@@ -586,6 +624,149 @@ class RBFKMeans(_BaseRBFKMeans):
             )
         self._set_fitted(X, sample_weight, centers, offset, x_sq, sigma)
         return self
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread
+    def partial_fit(self, X, y=None, sample_weight=None):
+        """Update the centres with one online EM step on a batch of samples.
+
+        The first call initialises: ``init`` on the first batch (k-means++
+        by default, so the first batch needs at least ``n_clusters``
+        samples), the width (``sigma="auto"`` is resolved from those
+        centres) and the centring offset (the first batch's weighted mean).
+        After :meth:`fit`, the first call continues from the fitted centres.
+        Following :class:`sklearn.cluster.MiniBatchKMeans`, ``labels_`` and
+        ``inertia_`` are not set; use :meth:`predict` and :meth:`score`.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            A batch of training instances. A dask array or DataFrame gives
+            one step per row block, each block computed in turn (as
+            ``dask_ml.wrappers.Incremental`` feeds its blocks).
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples of the batch (not all zero
+            in any step).
+
+        Returns
+        -------
+        self : object
+            The updated estimator.
+
+        Notes
+        -----
+        Stepwise online EM [1]_: with the batch's normalised statistics
+        ``n_j^b = N_j^b / W^b`` and ``s_j^b = S_j^b / W^b`` (responsibilities
+        at the current centres, ``W^b`` the batch's total weight), the
+        running statistics move by the step
+        ``rho_t = ((t + 19) / 20)^{-0.6}`` of the ``t``-th call,
+
+        ``n_j <- (1 - rho_t) n_j + rho_t n_j^b``,
+        ``s_j <- (1 - rho_t) s_j + rho_t s_j^b``,
+
+        and the centres are their M-step ``mu_j = s_j / n_j`` (in coordinates
+        centred on the first batch's mean). The first step is ``rho_1 = 1``
+        (one EM iteration on the first batch); the step stays near 1 for the
+        first few tens of batches, so that the centres move as fast as with
+        EM while they are far from a fixed point, then decays as
+        ``t^{-0.6}``. As ``sum rho_t = inf`` and ``sum rho_t^2 < inf``,
+        several passes over the batches approach a fixed point of EM on all
+        of them; the memory is ``k x (d + 1)`` statistics, whatever the
+        number of batches.
+
+        References
+        ----------
+        .. [1] O. Cappé, E. Moulines, "On-line expectation-maximization
+           algorithm for latent data models", J. R. Stat. Soc. B 71(3), 2009.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from skrbfkmeans import RBFKMeans
+        >>> X = np.array([[1.0, 2.0], [1.0, 4.0], [1.0, 0.0],
+        ...               [10.0, 2.0], [10.0, 4.0], [10.0, 0.0]])
+        >>> km = RBFKMeans(n_clusters=2, init=X[[0, 3]], sigma=0.5)
+        >>> for _ in range(5):
+        ...     for batch in (X[[1, 2, 3]], X[[0, 4, 5]]):
+        ...         km = km.partial_fit(batch)
+        >>> km.n_steps_
+        10
+        >>> km.cluster_centers_
+        array([[ 1.,  2.],
+               [10.,  2.]])
+        """
+        has_centers = hasattr(self, "cluster_centers_")
+        if _dask.is_dask_collection(X):
+            # One step per row block, each block computed in turn.
+            X = _dask.as_dask_array(self, X, reset=not has_centers)
+            for Xb, wb in _dask.row_blocks(X, sample_weight):
+                Xb = check_array(Xb, dtype=[np.float64, np.float32], order="C")
+                self._partial_fit_batch(Xb, wb)
+            return self
+        X = validate_data(
+            self,
+            X,
+            accept_sparse="csr",
+            dtype=[np.float64, np.float32],
+            order="C",
+            accept_large_sparse=True,
+            reset=not has_centers,
+        )
+        self._partial_fit_batch(X, sample_weight)
+        return self
+
+    def _partial_fit_batch(self, X, sample_weight):
+        """One online EM step on a validated batch (see ``partial_fit``)."""
+        if hasattr(self, "cluster_centers_"):
+            centers = self.cluster_centers_
+            X = X.astype(centers.dtype, copy=False)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+        )
+        if not sample_weight.any():
+            raise ValueError(
+                "Sample weights must contain at least one non-zero number."
+            )
+        if not hasattr(self, "cluster_centers_"):
+            if X.shape[0] < self.n_clusters:
+                raise ValueError(
+                    f"n_samples={X.shape[0]} should be >= "
+                    f"n_clusters={self.n_clusters} in the first call to "
+                    "partial_fit."
+                )
+            self._init_is_array = _is_arraylike_not_scalar(self.init)
+            init = self._check_init_array(X) if self._init_is_array else self.init
+            random_state = check_random_state(self.random_state)
+            centers = self._init_centroids(X, init, random_state, sample_weight)
+            self._offset = data_offset(X, sample_weight)
+            self.sigma_ = (
+                _auto_sigma(centers, X, sample_weight)
+                if self.sigma == "auto"
+                else float(self.sigma)
+            )
+        # The running statistics belong to the centres they produced: after
+        # a fit (new centres) the stream starts again.
+        stream = getattr(self, "_stream", None)
+        if stream is None or stream[2] is not centers:
+            self.n_steps_ = 0
+            stream = (np.zeros(self.n_clusters), np.zeros(centers.shape), centers)
+        self.n_steps_ += 1
+        centers, stats = online_em_step(
+            X,
+            sample_weight,
+            centers,
+            self.sigma_,
+            self.activation,
+            self._offset,
+            stream[:2],
+            self.n_steps_,
+        )
+        self.cluster_centers_ = centers
+        self._stream = (*stats, centers)
+        self._n_features_out = centers.shape[0]
 
 
 def _mass_unit(sample_weight):
@@ -728,6 +909,14 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     sqrt(lambda_max) v_j``. Splitting one group per cooling step, by that
     score, follows the K-Means objective rather than the data's hierarchy.
 
+    On a dask array or DataFrame (the ``dask`` extra) the schedule, the
+    polish and the ``*_path_`` attributes are computed in memory on a uniform
+    sample of ``min(n_samples, max(10000, 100 n_clusters))`` rows with their
+    weights (all rows when there are no more); the final phase (Lloyd until
+    the centres stop changing, or EM at a float ``sigma_end``) and the
+    certificate run on every row, one ``compute`` per iteration.
+    ``certified_`` therefore holds for all the data.
+
     References
     ----------
     .. [1] K. Rose, "Deterministic annealing for clustering, compression,
@@ -814,8 +1003,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            Training instances. Sparse input is used in CSR format.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            Training instances. Sparse input is used in CSR format; dask
+            arrays and DataFrames are processed chunk by chunk.
         y : Ignored
             Not used, present for API consistency by convention.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -827,6 +1018,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self : object
             Fitted estimator.
         """
+        if _dask.is_dask_collection(X):
+            return _dask_fit.fit_annealed(self, X, sample_weight)
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"

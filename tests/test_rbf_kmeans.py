@@ -159,7 +159,9 @@ def test_feature_names_in():
     df = pd.DataFrame(X, columns=["a", "b", "c"])
     km = RBFKMeans(3, random_state=0).fit(df)
     assert_array_equal(km.feature_names_in_, ["a", "b", "c"])
-    assert_array_equal(km.get_feature_names_out(), ["rbfkmeans0", "rbfkmeans1"])
+    assert_array_equal(
+        km.get_feature_names_out(), ["rbfkmeans0", "rbfkmeans1", "rbfkmeans2"]
+    )
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])

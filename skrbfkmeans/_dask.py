@@ -1,0 +1,429 @@
+"""Dask collections: the engine's block passes as one tree reduction each.
+
+The M-step needs only the sufficient statistics ``N`` (k) and ``S`` (k x d),
+sums over the rows, so a pass over a dask array maps ``_engine.rbf_pass``
+over its row blocks (in the worker processes, when a ``dask.distributed``
+client is active) and adds the per-block results in a tree of fan-in
+``SPLIT_EVERY``. One ``dask.compute`` per EM iteration brings the
+``k x (d + 1)`` statistics to the driver, which runs the M-step and sends the
+new (small) centres with the next pass. ``X`` is never gathered.
+
+dask is imported only when a dask collection arrives (``is_dask_collection``
+decides from the type's module name): importing the package never imports it.
+"""
+
+import numpy as np
+
+from ._engine import (
+    labels_inertia,
+    labels_margins,
+    m_step,
+    one_blas_thread,
+    rbf_pass,
+    squared_norms,
+)
+
+INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'
+
+# Fan-in of the tree that adds the per-block statistics: few enough levels
+# for thousands of blocks, small enough to spread the additions.
+SPLIT_EVERY = 8
+
+
+def is_dask_collection(X):
+    """Whether ``X`` is a dask collection, decided without importing dask."""
+    module = type(X).__module__
+    return module == "dask" or module.startswith(("dask.", "dask_expr"))
+
+
+def import_dask():
+    """Return ``(dask, dask.array)``, or raise an ImportError saying what to install."""
+    try:
+        import dask
+        import dask.array as da
+    except ImportError as exc:
+        raise ImportError(
+            "A dask collection was passed, but dask.array cannot be imported; "
+            f"install the optional dependencies with: {INSTALL_HINT}"
+        ) from exc
+    return dask, da
+
+
+# -- validation -------------------------------------------------------------
+
+
+def as_dask_array(estimator, X, *, reset):
+    """Lazily validate a dask array or DataFrame; returns a dask array.
+
+    Feature names and ``n_features_in_`` are checked (or set, with ``reset``)
+    as ``validate_data`` does for NumPy and pandas input. float32 and float64
+    are kept, anything else becomes float64; the columns are gathered into one
+    chunk so that each block holds whole rows. Values are not read here: the
+    finiteness check is a per-block reduction (``DaskRows``) or runs inside
+    each prediction block.
+    """
+    from sklearn.utils.validation import _check_feature_names, _check_n_features
+
+    _, da = import_dask()
+    if hasattr(X, "to_dask_array"):
+        # A dask DataFrame: its empty pandas frame ("meta") carries the column
+        # names, and the row counts of its partitions become the chunks.
+        _check_feature_names(estimator, X._meta, reset=reset)
+        X = X.to_dask_array(lengths=True)
+    else:
+        _check_feature_names(estimator, X, reset=reset)
+    if not isinstance(X, da.Array):
+        raise TypeError(f"Expected a dask array or DataFrame, got {type(X).__name__}.")
+    if X.ndim != 2:
+        raise ValueError(
+            f"Expected a 2D dask array, got an array of dimension {X.ndim}."
+        )
+    if any(np.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
+    if X.dtype not in (np.float32, np.float64):
+        X = X.astype(np.float64)
+    if X.numblocks[1] != 1:
+        X = X.rechunk({1: -1})
+    _check_n_features(estimator, X, reset=reset)
+    if X.shape[0] < 1:
+        raise ValueError(
+            "Found array with 0 sample(s) while a minimum of 1 is required."
+        )
+    return X
+
+
+def _as_dask_weights(sample_weight, X):
+    """Weights as a dask array chunked like the rows of ``X``."""
+    _, da = import_dask()
+    n_samples = X.shape[0]
+    if sample_weight is None:
+        return da.ones(n_samples, dtype=X.dtype, chunks=(X.chunks[0],))
+    if is_dask_collection(sample_weight):
+        w = sample_weight
+        if hasattr(w, "to_dask_array"):
+            w = w.to_dask_array(lengths=True)
+    elif np.ndim(sample_weight) == 0:
+        return da.full(n_samples, sample_weight, dtype=X.dtype, chunks=(X.chunks[0],))
+    else:
+        w = np.asarray(sample_weight, dtype=X.dtype)
+    if w.ndim != 1 or w.shape[0] != n_samples:
+        raise ValueError(
+            f"sample_weight.shape == {tuple(w.shape)}, expected ({n_samples},)!"
+        )
+    if isinstance(w, np.ndarray):
+        return da.from_array(w, chunks=(X.chunks[0],))
+    return w.astype(X.dtype).rechunk((X.chunks[0],))
+
+
+def row_blocks(X, sample_weight):
+    """Yield ``(X_block, w_block)`` in memory, one row block at a time."""
+    dask, _ = import_dask()
+    w = _as_dask_weights(sample_weight, X)
+    for i in range(X.numblocks[0]):
+        yield dask.compute(X.blocks[i], w.blocks[i])
+
+
+# -- per-block kernels (run on the workers) ----------------------------------
+
+
+def _add(*parts):
+    """Element-wise sum of tuples of arrays and floats."""
+    return tuple(sum(items[1:], start=items[0]) for items in zip(*parts))
+
+
+def _minimum(*parts):
+    return min(parts)
+
+
+def _summary_block(Xb, wb):
+    """Total weight, weighted column sums (float64), bad-value counts."""
+    Xb = np.asarray(Xb)
+    w64 = wb.astype(np.float64)
+    return (
+        float(w64.sum()),
+        w64 @ Xb,
+        int((~np.isfinite(Xb)).sum()),
+        int((wb < 0).sum() + (~np.isfinite(wb)).sum()),
+    )
+
+
+def _variance_block(Xb, wb, offset):
+    """``sum_i w_i (x_i - offset)^2`` per feature, in float64."""
+    D = np.asarray(Xb, dtype=np.float64) - offset
+    return (wb.astype(np.float64) @ (D * D),)
+
+
+@one_blas_thread
+def _pass_block(Xb, wb, centers, sigma, activation, offset):
+    """Sufficient statistics and hard inertia of one block at width ``sigma``."""
+    Xb = np.ascontiguousarray(Xb)
+    res = rbf_pass(
+        Xb, wb, centers, sigma, activation, offset, squared_norms(Xb, offset)
+    )
+    return res.N, res.S, res.inertia
+
+
+@one_blas_thread
+def _final_block(Xb, wb, centers, sigma, activation, offset):
+    """Label counts, hard inertia and free energy of one block."""
+    Xb = np.ascontiguousarray(Xb)
+    x_sq = squared_norms(Xb, offset)
+    labels, inertia = labels_inertia(Xb, wb, centers, offset, x_sq)
+    counts = np.bincount(labels, minlength=centers.shape[0])
+    objective = rbf_pass(
+        Xb, wb, centers, sigma, activation, offset, x_sq, stats=False, objective=True
+    ).objective
+    return counts, inertia, objective
+
+
+def _margin_block(Xb, wb, centers, offset):
+    """Smallest margin ``d_(2) - d_(1)`` over the samples of positive weight."""
+    _, margins, _ = labels_margins(np.ascontiguousarray(Xb), centers, offset)
+    margins = margins[wb > 0]
+    return float(margins.min()) if margins.size else np.inf
+
+
+def _check_finite_block(Xb):
+    # Prediction is lazy: a bad value can only be reported when its block runs.
+    if not np.isfinite(Xb).all():
+        raise ValueError("Input X contains NaN or infinity.")
+
+
+def _labels_block(Xb, centers, offset):
+    _check_finite_block(Xb)
+    Xb = np.ascontiguousarray(Xb)
+    return labels_inertia(Xb, np.ones(Xb.shape[0], Xb.dtype), centers, offset)[0]
+
+
+def _score_block(Xb, wb, centers, offset):
+    _check_finite_block(Xb)
+    return (labels_inertia(np.ascontiguousarray(Xb), wb, centers, offset)[1],)
+
+
+def _distances_block(Xb, centers):
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    _check_finite_block(Xb)
+    return euclidean_distances(Xb, centers)
+
+
+@one_blas_thread
+def _proba_block(Xb, centers, sigma, activation, offset):
+    _check_finite_block(Xb)
+    Xb = np.ascontiguousarray(Xb)
+    resp = np.empty((Xb.shape[0], centers.shape[0]), dtype=Xb.dtype)
+    ones = np.ones(Xb.shape[0], dtype=Xb.dtype)
+    x_sq = squared_norms(Xb, offset)
+    rbf_pass(
+        Xb, ones, centers, sigma, activation, offset, x_sq, stats=False, resp_out=resp
+    )
+    return resp
+
+
+def _tree(dask, parts, combine):
+    """Combine delayed parts in a tree of fan-in ``SPLIT_EVERY``."""
+    merge = dask.delayed(combine, pure=True)
+    while len(parts) > 1:
+        parts = [
+            merge(*parts[i : i + SPLIT_EVERY])
+            for i in range(0, len(parts), SPLIT_EVERY)
+        ]
+    return parts[0]
+
+
+# -- the rows of a fit ------------------------------------------------------
+
+
+class DaskRows:
+    """Validated dask rows and weights of a fit, with reductions over blocks.
+
+    Construction runs one ``compute``: the total weight, the weighted column
+    sums (the centring offset, float64 then cast to the dtype of ``X``) and
+    the counts of non-finite values and of negative weights, which raise the
+    ``ValueError`` the NumPy path raises.
+    """
+
+    def __init__(self, estimator, X, sample_weight, n_clusters):
+        self.dask, _ = import_dask()
+        X = as_dask_array(estimator, X, reset=True)
+        if X.shape[0] < n_clusters:
+            raise ValueError(
+                f"n_samples={X.shape[0]} should be >= n_clusters={n_clusters}."
+            )
+        w = _as_dask_weights(sample_weight, X)
+        self.X, self.w = X, w
+        self.dtype = X.dtype
+        self.n_samples, self.n_features = X.shape
+        # The delayed blocks are built once and reused by every pass.
+        self._blocks = list(zip(X.to_delayed().ravel(), w.to_delayed().ravel()))
+        total, colsum, n_bad, n_neg = self.reduce(_summary_block)
+        if n_bad:
+            raise ValueError("Input X contains NaN or infinity.")
+        if n_neg:
+            raise ValueError("Negative values in data passed to sample_weight.")
+        if not total > 0:
+            raise ValueError(
+                "Sample weights must contain at least one non-zero number."
+            )
+        self.total_weight = total
+        self.offset = (colsum / total).astype(self.dtype)
+
+    def reduce(self, block_func, *args, combine=_add, compute=True):
+        """``combine`` of ``block_func(X_block, w_block, *args)`` over blocks.
+
+        The arguments (centres, offset) enter the graph once and are shared by
+        every block. With ``compute=False`` the delayed result is returned.
+        """
+        dask = self.dask
+        args = [dask.delayed(a) if isinstance(a, np.ndarray) else a for a in args]
+        func = dask.delayed(block_func, pure=True)
+        parts = [func(Xb, wb, *args) for Xb, wb in self._blocks]
+        total = _tree(dask, parts, combine)
+        return dask.compute(total)[0] if compute else total
+
+    def sample(self, n_sample, random_state, *, variance=False):
+        """Draw a uniform sample of rows (all rows, in order, if ``n_sample >= n``).
+
+        Returns the rows and their weights in memory, and with ``variance``
+        the mean over features of the weighted variance (for the tolerance),
+        all from one ``compute``. Sorted row indices keep each block's rows
+        together.
+        """
+        if n_sample >= self.n_samples:
+            Xs, ws = self.X, self.w
+        else:
+            idx = _sample_indices(self.n_samples, n_sample, random_state)
+            Xs, ws = self.X[idx], self.w[idx]
+        if variance:
+            var = self.reduce(_variance_block, self.offset, compute=False)
+            var, Xs, ws = self.dask.compute(var, Xs, ws)
+            mean_var = max(float(np.mean(var[0] / self.total_weight)), 0.0)
+        else:
+            Xs, ws = self.dask.compute(Xs, ws)
+            mean_var = None
+        if not ws.any():
+            raise ValueError(
+                f"The {ws.size} sampled rows all have weight zero; sample more "
+                "rows or drop the zero-weight rows."
+            )
+        return np.ascontiguousarray(Xs), np.ascontiguousarray(ws), mean_var
+
+    def stats(self, centers, sigma, activation):
+        """``(N, S, inertia)`` of one pass: one tree reduction, one compute."""
+        return self.reduce(_pass_block, centers, sigma, activation, self.offset)
+
+    def final(self, centers, sigma, activation):
+        """``(label counts, inertia, objective)`` of the final centres."""
+        return self.reduce(_final_block, centers, sigma, activation, self.offset)
+
+    def min_margin(self, centers):
+        """Smallest margin over the samples of positive weight."""
+        return self.reduce(_margin_block, centers, self.offset, combine=_minimum)
+
+
+def _sample_indices(n_samples, n_sample, random_state):
+    """``n_sample`` distinct row indices, uniform, sorted, in ``O(n_sample)`` memory.
+
+    Duplicates of uniform draws are redrawn: the set is uniform over the
+    subsets of its size by symmetry, and nothing of size ``n_samples`` is
+    allocated (``choice(replace=False)`` permutes all rows).
+    """
+    idx = np.unique(random_state.randint(n_samples, size=n_sample))
+    while idx.size < n_sample:
+        more = random_state.randint(n_samples, size=n_sample - idx.size)
+        idx = np.unique(np.concatenate([idx, more]))
+    return idx
+
+
+def sample_size(n_samples, n_clusters):
+    """Rows drawn for the initialisation: ``min(n, max(10000, 100 k))``."""
+    return min(n_samples, max(10_000, 100 * n_clusters))
+
+
+def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verbose=0):
+    """``_engine.em_fixed_sigma`` over dask rows: one compute per iteration.
+
+    Same stopping rule (summed squared centre shift at most ``tol``, or
+    ``max_iter``) and same returns: ``(centers, n_iter, converged)``.
+    """
+    centers = np.array(centers_init, copy=True)
+    converged = False
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        N, S, inertia = rows.stats(centers, sigma, activation)
+        new = m_step(N, S, centers, rows.offset)
+        shift = float(((new - centers) ** 2).sum())
+        centers = new
+        if verbose:
+            print(
+                f"Iteration {n_iter - 1}, inertia {inertia:.6g}, "
+                f"center shift {shift:.3e}."
+            )
+        if shift <= tol:
+            converged = True
+            break
+    return centers, n_iter, converged
+
+
+def certify(rows, centers, sigma_max):
+    """``_anneal.certify`` over dask rows: the certified width and whether it holds."""
+    min_margin = rows.min_margin(centers)
+    eps = np.finfo(centers.dtype).eps
+    if not min_margin > 0 or not np.isfinite(min_margin):
+        return sigma_max, min_margin == np.inf
+    sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
+    N, S, _ = rows.stats(centers, sigma, "entmax15")
+    new = m_step(N, S, centers, rows.offset)
+    offset = rows.offset
+    scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
+    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * max(scale, 1.0))
+    return sigma, bool(ok)
+
+
+# -- prediction -------------------------------------------------------------
+
+
+def predict(X, centers, offset):
+    """Nearest centre of each row, as a lazy int32 dask array."""
+    return X.map_blocks(
+        _labels_block,
+        centers,
+        offset,
+        dtype=np.int32,
+        drop_axis=1,
+        meta=np.empty(0, dtype=np.int32),
+    )
+
+
+def transform(X, centers):
+    """Distances to the centres, as a lazy dask array (one chunk of columns)."""
+    return X.map_blocks(
+        _distances_block,
+        centers,
+        dtype=X.dtype,
+        chunks=(X.chunks[0], (centers.shape[0],)),
+    )
+
+
+def predict_proba(X, centers, sigma, activation, offset):
+    """Responsibilities, as a lazy dask array (one chunk of columns)."""
+    return X.map_blocks(
+        _proba_block,
+        centers,
+        sigma,
+        activation,
+        offset,
+        dtype=X.dtype,
+        chunks=(X.chunks[0], (centers.shape[0],)),
+    )
+
+
+def inertia(X, sample_weight, centers, offset):
+    """Weighted hard inertia of ``X``: one compute."""
+    dask, _ = import_dask()
+    w = _as_dask_weights(sample_weight, X)
+    func = dask.delayed(_score_block, pure=True)
+    c, o = dask.delayed(centers), dask.delayed(offset)
+    blocks = zip(X.to_delayed().ravel(), w.to_delayed().ravel())
+    total = _tree(dask, [func(Xb, wb, c, o) for Xb, wb in blocks], _add)
+    return float(dask.compute(total)[0][0])

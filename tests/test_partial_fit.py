@@ -1,0 +1,165 @@
+"""Tests of RBFKMeans.partial_fit: stepwise online EM over batches.
+
+The update rule against a direct computation, the first call, the
+scikit-learn incremental conventions, sample weights, dtypes, and the
+requirement that several passes over 20 blocks end within 1% of the full
+fit's inertia.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.cluster import kmeans_plusplus
+from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
+
+from skrbfkmeans import RBFKMeans
+from skrbfkmeans._engine import data_offset, rbf_pass, squared_norms
+
+ACTIVATIONS = ["softmax", "entmax15"]
+
+
+def _blobs(seed, n_samples=400, n_features=3, centers=4, cluster_std=1.0):
+    X, _ = make_blobs(
+        n_samples=n_samples,
+        n_features=n_features,
+        centers=centers,
+        cluster_std=cluster_std,
+        random_state=seed,
+    )
+    return X
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_several_passes_reach_full_fit_inertia(activation, global_random_seed):
+    # Check that five passes over 20 blocks (a new row order each pass) end
+    # within 1% of the inertia of the full fit from the same init and width.
+    X = _blobs(global_random_seed, n_samples=20_000, n_features=5, centers=10,
+               cluster_std=2.0)  # fmt: skip
+    rng = np.random.RandomState(global_random_seed)
+    init, _ = kmeans_plusplus(X, 10, random_state=global_random_seed)
+    params = dict(n_clusters=10, init=init, sigma=1.0, activation=activation)
+    full = RBFKMeans(**params).fit(X)
+    km = RBFKMeans(**params)
+    for _ in range(5):
+        for block in np.array_split(rng.permutation(X.shape[0]), 20):
+            km.partial_fit(X[block])
+    assert km.n_steps_ == 100
+    assert abs(-km.score(X) / full.inertia_ - 1.0) < 0.01
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_update_rule(activation, global_random_seed):
+    # Check that the first call is one EM iteration on the first batch and
+    # the second moves the normalised statistics by rho_2 = (21 / 20)^-0.6.
+    X = _blobs(global_random_seed)
+    w = np.random.RandomState(global_random_seed).uniform(0.5, 2.0, X.shape[0])
+    A, B, wa, wb = X[:150], X[150:], w[:150], w[150:]
+    init = X[[0, 100, 200, 300]]
+    km = RBFKMeans(n_clusters=4, init=init, sigma=0.8, activation=activation)
+    km.partial_fit(A, sample_weight=wa)
+    with pytest.warns(ConvergenceWarning):
+        one = RBFKMeans(
+            n_clusters=4, init=init, sigma=0.8, activation=activation, max_iter=1
+        ).fit(A, sample_weight=wa)
+    assert_allclose(km.cluster_centers_, one.cluster_centers_, rtol=1e-12)
+    km.partial_fit(B, sample_weight=wb)
+
+    # Direct computation, in the coordinates centred on the first batch.
+    offset = data_offset(A, wa)
+
+    def normalised(Xb, wb_, centers):
+        res = rbf_pass(Xb, wb_, centers, 0.8, activation, offset,
+                       squared_norms(Xb, offset))  # fmt: skip
+        return res.N / wb_.sum(), res.S / wb_.sum()
+
+    n1, s1 = normalised(A, wa, init)
+    n2, s2 = normalised(B, wb, one.cluster_centers_)
+    rho = (21 / 20) ** -0.6
+    n, s = (1 - rho) * n1 + rho * n2, (1 - rho) * s1 + rho * s2
+    assert_allclose(km.cluster_centers_, s / n[:, None] + offset, rtol=1e-12)
+    assert km.n_steps_ == 2
+
+
+def test_first_call_initialises(global_random_seed):
+    # Check that the first call runs k-means++ on the first batch with
+    # random_state, resolves sigma="auto" and sets MiniBatchKMeans's
+    # attributes (no labels_ nor inertia_).
+    X = _blobs(global_random_seed)
+    km = RBFKMeans(n_clusters=4, random_state=global_random_seed)
+    km.partial_fit(X[:100])
+    with pytest.warns(ConvergenceWarning):
+        ref = RBFKMeans(n_clusters=4, random_state=global_random_seed, max_iter=1)
+        ref.fit(X[:100])
+    assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
+    assert km.sigma_ == ref.sigma_
+    assert km.n_features_in_ == 3
+    assert km.n_steps_ == 1
+    assert not hasattr(km, "labels_") and not hasattr(km, "inertia_")
+    assert_array_equal(km.predict(X).shape, (X.shape[0],))
+
+
+def test_first_batch_too_small_and_later_batches_any_size():
+    # Check that only the first batch must hold n_clusters samples.
+    X = _blobs(0)
+    with pytest.raises(ValueError, match="first call to partial_fit"):
+        RBFKMeans(n_clusters=4).partial_fit(X[:3])
+    km = RBFKMeans(n_clusters=4, random_state=0).partial_fit(X[:50])
+    km.partial_fit(X[50:51])
+    assert np.isfinite(km.cluster_centers_).all()
+
+
+def test_n_features_mismatch_and_bad_weights():
+    # Check that a later batch with other features, or all-zero weights,
+    # raises a ValueError naming the problem.
+    X = _blobs(0)
+    km = RBFKMeans(n_clusters=4, random_state=0).partial_fit(X)
+    with pytest.raises(ValueError, match="2 features"):
+        km.partial_fit(X[:, :2])
+    with pytest.raises(ValueError, match="non-zero"):
+        km.partial_fit(X, sample_weight=np.zeros(X.shape[0]))
+    with pytest.raises(ValueError, match="Negative"):
+        km.partial_fit(X, sample_weight=-np.ones(X.shape[0]))
+
+
+def test_weighted_equals_repeated(global_random_seed):
+    # Check that integer weights equal repeated rows, batch by batch.
+    X = _blobs(global_random_seed)
+    counts = np.random.RandomState(global_random_seed).randint(0, 4, X.shape[0])
+    counts[:4] = 1
+    init = X[:4]
+    weighted = RBFKMeans(n_clusters=4, init=init, sigma=1.0)
+    repeated = RBFKMeans(n_clusters=4, init=init, sigma=1.0)
+    for sl in (slice(0, 200), slice(200, 400), slice(0, 400)):
+        weighted.partial_fit(X[sl], sample_weight=counts[sl])
+        repeated.partial_fit(np.repeat(X[sl], counts[sl], axis=0))
+    # The offset is the weighted mean either way: only the rounding differs.
+    assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_dtype_kept(dtype):
+    # Check that the first batch's dtype is kept, later batches cast to it.
+    X = _blobs(0).astype(dtype)
+    km = RBFKMeans(n_clusters=4, random_state=0).partial_fit(X)
+    km.partial_fit(X.astype(np.float64))
+    assert km.cluster_centers_.dtype == dtype
+    assert km.predict_proba(X).dtype == dtype
+
+
+def test_after_fit_and_sparse():
+    # Check that partial_fit continues from fitted centres (restarting the
+    # step counter) and accepts CSR batches after a dense start.
+    X = _blobs(0)
+    km = RBFKMeans(n_clusters=4, random_state=0, tol=1e-14).fit(X)
+    centers = km.cluster_centers_.copy()
+    km.partial_fit(X)
+    assert km.n_steps_ == 1
+    # From a fixed point of EM on X, one step with rho = 1 stays there.
+    assert_allclose(km.cluster_centers_, centers, rtol=1e-6)
+    dense = RBFKMeans(n_clusters=4, init=centers, sigma=km.sigma_).partial_fit(X)
+    csr = RBFKMeans(n_clusters=4, init=centers, sigma=km.sigma_).partial_fit(X)
+    dense.partial_fit(X[:200])
+    csr.partial_fit(sp.csr_matrix(X[:200]))
+    assert_allclose(csr.cluster_centers_, dense.cluster_centers_, rtol=1e-12)
