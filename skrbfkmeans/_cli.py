@@ -239,7 +239,8 @@ def _one_line_warnings():
 
 
 def _cmd_cluster(args):
-    from ._rbf_kmeans import AnnealedRBFKMeans, RBFKMeans
+    from ._annealed_rbf_kmeans import AnnealedRBFKMeans
+    from ._rbf_kmeans import RBFKMeans
 
     if args.activation == "auto" and not args.anneal:
         raise CLIError("--activation auto needs --anneal")
@@ -369,7 +370,7 @@ def _cmd_demo(args):
     from sklearn.datasets import load_digits, make_blobs
     from sklearn.metrics import adjusted_rand_score
 
-    from ._rbf_kmeans import AnnealedRBFKMeans
+    from ._annealed_rbf_kmeans import AnnealedRBFKMeans
 
     out_dir = _output_dir(args.output_dir)
     X_digits, y_digits = load_digits(return_X_y=True)

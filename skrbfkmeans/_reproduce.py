@@ -107,7 +107,8 @@ from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from ._rbf_kmeans import AnnealedRBFKMeans, RBFKMeans
+from ._annealed_rbf_kmeans import AnnealedRBFKMeans
+from ._rbf_kmeans import RBFKMeans
 
 DATASETS = ("blobs", "moons", "spiral", "circles")
 ACTIVATIONS = ("softmax", "entmax15")

@@ -1,0 +1,363 @@
+"""AnnealedRBFKMeans: the estimator around the annealing schedule of ``_anneal``."""
+
+import warnings
+from numbers import Real
+
+import numpy as np
+from sklearn.base import (
+    _fit_context,
+)
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import (
+    _is_arraylike_not_scalar,
+)
+
+from . import _dask, _dask_fit
+from ._anneal import anneal, first_critical_sigma
+from ._assign import ACTIVATIONS
+from ._engine import (
+    data_offset,
+    one_blas_thread,
+    squared_norms,
+)
+from ._rbf_kmeans import _auto_sigma, _BaseRBFKMeans
+
+
+def _mass_unit(sample_weight):
+    """Weight of one sample in the split and drop rules of the annealing.
+
+    Integer weights are counts (so they are equivalent to repeated rows);
+    other weights are measured in units of their mean positive value.
+    """
+    if np.all(sample_weight == np.round(sample_weight)):
+        return 1.0
+    return float(sample_weight[sample_weight > 0].mean())
+
+
+class AnnealedRBFKMeans(_BaseRBFKMeans):
+    """Anneal RBF K-Means from the data mean to a certified K-Means solution.
+
+    Starts hot, where every centre sits at the weighted mean and no
+    initialisation matters, and cools the width ``sigma`` geometrically.
+    Centres separate when the width crosses the critical values of the data
+    (deterministic annealing); one group splits per cooling step, along the
+    principal axis of its posterior covariance. At low temperature softmax
+    hands over to entmax-1.5, whose responsibilities become exactly one-hot,
+    and the run ends on a Lloyd fixed point certified by the margin test.
+    Deterministic: no random draw is made with ``init="anneal"``.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+        The number of centres.
+    sigma_start : float or "auto", default="auto"
+        Initial width. ``"auto"``: just above the first critical width,
+        ``sigma^2 = 0.55 c lambda_max`` of the weighted covariance of ``X``,
+        where ``c = 2`` for softmax and ``2 sqrt(2)`` for entmax-1.5 (a group
+        splitting in two); with an explicit ``init``, a quarter of the median
+        spacing of the initial centres (as in :class:`RBFKMeans`).
+    sigma_end : float or "auto", default="auto"
+        Final width. ``"auto"``: cool until the responsibilities are hard,
+        run Lloyd iterations until the labels stop changing (then the polish,
+        see ``polish``), and end at the largest width at which every sample's
+        entmax-1.5 responsibilities are exactly one-hot (margin
+        ``>= 4 sigma^2``): the result is certified to be an exact K-Means
+        fixed point. A float stops there instead, with a plain EM at that
+        width (and no polish: the solution is soft).
+    cooling : float in (0, 1), default=0.9
+        Geometric factor applied to ``sigma^2`` after each split. Where no
+        group can split the width jumps to just below the next critical
+        width; once all centres exist it halves ``sigma^2`` per stage.
+    activation : {"auto", "softmax", "entmax15"}, default="auto"
+        ``"auto"``: softmax (mass-constrained: coincident centres act as one)
+        until it is one-hot to working precision for 99% of the weight (the
+        runner-up responsibility ``exp(-margin / T)`` below half an ulp),
+        then entmax-1.5. ``"softmax"`` / ``"entmax15"`` force one map.
+    init : {"anneal", "k-means++", "random"}, callable or array-like of shape \
+            (n_clusters, n_features), default="anneal"
+        ``"anneal"`` starts from the weighted mean; anything else starts the
+        schedule from those centres, as :class:`sklearn.cluster.KMeans`
+        would initialise them.
+    n_init : int or "auto", default=1
+        Number of runs with a random ``init``; the one with the lowest
+        inertia (or objective, for a float ``sigma_end``) is kept.
+        ``init="anneal"`` and arrays are deterministic: one run.
+    max_iter : int, default=100
+        Maximum number of EM iterations per stage (and of the final Lloyd).
+    tol : float, default=1e-4
+        A stage ends when no centre moves more than ``30 tol sqrt(T)``
+        (``T = 2 sigma^2``).
+    verbose : int, default=0
+        Print one line per stage when positive.
+    random_state : int, RandomState instance or None, default=None
+        Seeds a random ``init``; unused with ``init="anneal"``.
+    copy_x : bool, default=True
+        Kept for compatibility with KMeans; ``X`` is never modified.
+    polish : bool, default=True
+        With ``sigma_end="auto"``, improve the hard solution by the
+        deterministic split/merge moves of :func:`kmeans_polish` before it is
+        certified. Annealing resolves the data's natural clusters first and
+        may spend centres on the wrong ones (clusters of very unequal sizes);
+        the polish moves them.
+
+    Attributes
+    ----------
+    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+        The centres.
+    labels_ : ndarray of shape (n_samples,)
+        Nearest centre of each training sample (int32); equals
+        ``predict(X)``.
+    inertia_ : float
+        Hard K-Means distortion of the final centres.
+    objective_ : float
+        Free energy at ``sigma_`` with the final activation.
+    sigma_ : float
+        The final width.
+    n_iter_ : int
+        Total number of EM (and Lloyd) iterations.
+    converged_ : bool
+        Whether the final phase converged within ``max_iter``: Lloyd reached
+        stable labels (``sigma_end="auto"``) or the EM at ``sigma_end`` met
+        its tolerance. Intermediate stages may stop at ``max_iter`` near a
+        critical width; the next stage continues from there.
+    certified_ : bool
+        Whether the final centres are proven to be an exact Lloyd fixed
+        point: every margin is at least ``4 sigma_^2`` and a Lloyd step leaves
+        the centres unchanged to rounding.
+    sigma_path_ : ndarray of shape (n_stages,)
+        Width of each stage, strictly decreasing; the last is ``sigma_``.
+    centers_path_ : ndarray of shape (n_stages, n_clusters, n_features)
+        The k centres after each stage (coincident copies repeated).
+    objective_path_ : ndarray of shape (n_stages,)
+        The free energy each stage minimised (mass-constrained for softmax).
+    inertia_path_ : ndarray of shape (n_stages,)
+        Hard distortion of the centres after each stage.
+    n_distinct_centers_path_ : ndarray of shape (n_stages,)
+        Number of distinct centres after each stage.
+    activation_path_ : ndarray of shape (n_stages,)
+        The map used at each stage (``"softmax"`` or ``"entmax15"``).
+    critical_sigmas_ : ndarray of shape (n_splits,)
+        Widths at which a group of centres split.
+    n_polish_moves_ : int
+        Number of split/merge moves the polish accepted (0 without polish).
+    n_features_in_ : int
+        Number of features seen during fit.
+    feature_names_in_ : ndarray of shape (`n_features_in_`,)
+        Names of features seen during fit, when ``X`` has string column
+        names.
+
+    See Also
+    --------
+    RBFKMeans : Soft K-Means at a fixed width.
+    kmeans_polish : The split/merge search run when ``polish=True``.
+    sklearn.cluster.KMeans : Hard K-Means with random restarts.
+
+    Notes
+    -----
+    The schedule (module ``skrbfkmeans._anneal``): each stage runs EM at a
+    fixed temperature; then groups closer than ``0.05 sqrt(T)`` merge, groups
+    lighter than half a sample are dropped, and while fewer than
+    ``n_clusters`` groups exist the group that has crossed its critical
+    temperature (``T < c lambda_max(C_j)``, ``C_j`` its posterior covariance)
+    with the largest ``N_j lambda_max(C_j)`` splits into ``mu_j +- 0.5
+    sqrt(lambda_max) v_j``. Splitting one group per cooling step, by that
+    score, follows the K-Means objective rather than the data's hierarchy.
+
+    On a dask array or DataFrame (the ``dask`` extra) the schedule, the
+    polish and the ``*_path_`` attributes are computed in memory on a uniform
+    sample of ``min(n_samples, max(10000, 100 n_clusters))`` rows with their
+    weights (all rows when there are no more); the final phase (Lloyd until
+    the centres stop changing, or EM at a float ``sigma_end``) and the
+    certificate run on every row, one ``compute`` per iteration.
+    ``certified_`` therefore holds for all the data.
+
+    References
+    ----------
+    .. [1] K. Rose, "Deterministic annealing for clustering, compression,
+       classification, regression, and related optimization problems",
+       Proc. IEEE 86(11), 1998.
+    .. [2] F. de J. Felix Arredondo, M. A. Ucan-Puc, C. Astengo Noguez,
+       "K-Means as a Radial Basis function Network: a Variational and
+       Gradient-based Equivalence", arXiv:2603.04625, 2026.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skrbfkmeans import AnnealedRBFKMeans
+    >>> X = np.array([[1.0, 2.0], [1.0, 4.0], [1.0, 0.0],
+    ...               [10.0, 2.0], [10.0, 4.0], [10.0, 0.0]])
+    >>> km = AnnealedRBFKMeans(n_clusters=2).fit(X)
+    >>> km.certified_
+    True
+    >>> np.sort(km.cluster_centers_, axis=0)
+    array([[ 1.,  2.],
+           [10.,  2.]])
+    >>> km.n_distinct_centers_path_[0], km.n_distinct_centers_path_[-1]
+    (np.int64(1), np.int64(2))
+    """
+
+    _parameter_constraints: dict = {
+        **_BaseRBFKMeans._parameter_constraints,
+        "sigma_start": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
+        "sigma_end": [
+            Interval(Real, 0, None, closed="neither"),
+            StrOptions({"auto"}),
+        ],
+        "cooling": [Interval(Real, 0, 1, closed="neither")],
+        "polish": ["boolean"],
+        "activation": [StrOptions({"auto", *ACTIVATIONS})],
+        "init": [
+            StrOptions({"anneal", "k-means++", "random"}),
+            callable,
+            "array-like",
+        ],
+    }
+
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        sigma_start="auto",
+        sigma_end="auto",
+        cooling=0.9,
+        activation="auto",
+        init="anneal",
+        n_init=1,
+        max_iter=100,
+        tol=1e-4,
+        verbose=0,
+        random_state=None,
+        copy_x=True,
+        polish=True,
+    ):
+        self.n_clusters = n_clusters
+        self.sigma_start = sigma_start
+        self.sigma_end = sigma_end
+        self.cooling = cooling
+        self.activation = activation
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.verbose = verbose
+        self.random_state = random_state
+        self.copy_x = copy_x
+        self.polish = polish
+
+    def _final_activation(self):
+        return self._activation
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    @one_blas_thread
+    def fit(self, X, y=None, sample_weight=None):
+        """Anneal from ``sigma_start`` down to a certified K-Means solution.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            Training instances. Sparse input is used in CSR format; dask
+            arrays and DataFrames are processed chunk by chunk.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights of the samples (not all zero). Integer
+            weights are counts: equivalent to repeated rows.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+        """
+        if _dask.is_dask_collection(X):
+            return _dask_fit.fit_annealed(self, X, sample_weight)
+        X, sample_weight = self._validate_fit_data(X, sample_weight)
+        self._init_is_array = _is_arraylike_not_scalar(self.init)
+        anneal_init = isinstance(self.init, str) and self.init == "anneal"
+        init = self._check_init_array(X) if self._init_is_array else self.init
+        if anneal_init or self._init_is_array:
+            if self.n_init not in (1, "auto"):
+                warnings.warn(
+                    f"init={'anneal' if anneal_init else 'array'} is deterministic: "
+                    f"performing one run instead of n_init={self.n_init}.",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
+            n_init = 1
+        else:
+            n_init = 10 if self.n_init == "auto" else self.n_init
+        random_state = check_random_state(self.random_state)
+        offset = data_offset(X, sample_weight)
+        x_sq = squared_norms(X, offset)
+        act = "entmax15" if self.activation == "entmax15" else "softmax"
+        sigma_end = None if self.sigma_end == "auto" else float(self.sigma_end)
+
+        best = None
+        for _ in range(n_init):
+            if anneal_init:
+                init_centers = None
+                sigma_start = first_critical_sigma(X, sample_weight, offset, x_sq, act)
+            else:
+                init_centers = self._init_centroids(
+                    X, init, random_state, sample_weight
+                )
+                sigma_start = _auto_sigma(init_centers, X, sample_weight)
+            if self.sigma_start != "auto":
+                sigma_start = float(self.sigma_start)
+            if sigma_end is not None and not sigma_start > sigma_end:
+                raise ValueError(
+                    f"sigma_start={sigma_start:.6g} must be larger than "
+                    f"sigma_end={sigma_end:.6g}."
+                )
+            result = anneal(
+                X,
+                sample_weight,
+                self.n_clusters,
+                init_centers=init_centers,
+                sigma_start=sigma_start,
+                sigma_end=sigma_end,
+                cooling=self.cooling,
+                activation=self.activation,
+                max_iter=self.max_iter,
+                tol=self.tol,
+                offset=offset,
+                x_sq=x_sq,
+                mass_unit=_mass_unit(sample_weight),
+                polish=self.polish,
+                verbose=self.verbose,
+            )
+            key = result.inertia_path[-1] if sigma_end is None else None
+            key = result.objective_path[-1] if key is None else key
+            if best is None or key < best[0]:
+                best = (key, result)
+
+        result = best[1]
+        self._activation = result.activation
+        self.sigma_ = result.sigma
+        self.objective_ = float(result.objective_path[-1])
+        self.n_iter_ = result.n_iter
+        self.converged_ = result.converged
+        self.certified_ = result.certified
+        self.sigma_path_ = result.sigma_path
+        self.centers_path_ = result.centers_path
+        self.objective_path_ = result.objective_path
+        self.inertia_path_ = result.inertia_path
+        self.n_distinct_centers_path_ = result.n_distinct_path
+        self.activation_path_ = result.activation_path
+        self.critical_sigmas_ = result.critical_sigmas
+        self.n_polish_moves_ = result.n_polish_moves
+        if not self.converged_:
+            warnings.warn(
+                f"{self.__class__.__name__}: the final phase did not converge "
+                f"within max_iter={self.max_iter} iterations (tol={self.tol}); "
+                "increase max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        self._set_fitted(X, sample_weight, result.centers, offset, x_sq, self.sigma_)
+        return self
