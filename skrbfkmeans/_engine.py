@@ -26,6 +26,7 @@ from ._assign import (
     centred_block,
     far_cut,
     partial_distances,
+    pooled_empty,
     responsibilities_inplace,
     scaled_scores,
     scores_inplace,
@@ -79,9 +80,13 @@ def squared_norms(X, offset):
         return np.asarray(X.multiply(X).sum(axis=1), dtype=X.dtype).ravel()
     out = np.empty(X.shape[0], dtype=X.dtype)
     step = max(1, (1 << 20) // max(1, X.shape[1] * X.itemsize))
+    # One reused 1 MiB buffer: fresh ones cost page faults on every block
+    # (and under dask's MALLOC_TRIM_THRESHOLD_ a fresh mapping each time).
+    buf = pooled_empty("sq_norms", (min(step, X.shape[0]), X.shape[1]), X.dtype)
     for start in range(0, X.shape[0], step):
-        Xb = X[start : start + step] - offset
-        out[start : start + step] = np.einsum("ij,ij->i", Xb, Xb)
+        rows = X[start : start + step]
+        Xb = np.subtract(rows, offset, out=buf[: rows.shape[0]])
+        np.einsum("ij,ij->i", Xb, Xb, out=out[start : start + step])
     return out
 
 
