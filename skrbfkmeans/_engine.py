@@ -190,8 +190,12 @@ def rbf_pass(
         E, imin, e_min = partial_distances(Xb, pc, buf)
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
         total_inertia += float(wb @ d_min)
-        if hard and not objective and _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
-            continue
+        if hard and not objective:
+            if _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
+                continue
+            # A block with a tie or a near second centre: at this width the
+            # others likely have some too; the rest of the pass skips the test.
+            hard = False
         if objective:
             # D = d - d_min >= 0, kept for the objective and its bounds.
             D = np.subtract(E, e_min[:, None], out=buf.D[:b])
