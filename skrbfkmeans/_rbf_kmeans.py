@@ -102,15 +102,19 @@ class _BaseRBFKMeans(
 
     # -- validation -------------------------------------------------------
 
-    def _validate_fit_data(self, X, sample_weight):
-        X = validate_data(
+    def _validate_X(self, X, reset=True):
+        return validate_data(
             self,
             X,
             accept_sparse="csr",
             dtype=[np.float64, np.float32],
             order="C",
             accept_large_sparse=True,
+            reset=reset,
         )
+
+    def _validate_fit_data(self, X, sample_weight):
+        X = self._validate_X(X)
         if X.shape[0] < self.n_clusters:
             raise ValueError(
                 f"n_samples={X.shape[0]} should be >= n_clusters={self.n_clusters}."
@@ -705,15 +709,7 @@ class RBFKMeans(_BaseRBFKMeans):
                 Xb = check_array(Xb, dtype=[np.float64, np.float32], order="C")
                 self._partial_fit_batch(Xb, wb)
             return self
-        X = validate_data(
-            self,
-            X,
-            accept_sparse="csr",
-            dtype=[np.float64, np.float32],
-            order="C",
-            accept_large_sparse=True,
-            reset=not has_centers,
-        )
+        X = self._validate_X(X, reset=not has_centers)
         self._partial_fit_batch(X, sample_weight)
         return self
 
