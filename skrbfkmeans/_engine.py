@@ -372,19 +372,39 @@ def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
 
 
 def _accumulate_moments(M, Xb, wb, R):
-    """``M_j += sum_i w_i r_ij x_i x_i^T`` in float64, in row sub-blocks.
+    """``M_j += sum_i w_i r_ij x_i x_i^T`` in float64.
 
-    A sub-block's outer products ``x_i x_i^T`` (``b' x d^2``) stay near 1 MiB.
+    Few features: the outer products ``x_i x_i^T`` of a row sub-block
+    (``b' x d^2``, near 1 MiB) times ``(w r)^T``, one GEMM for all centres.
+    From 16 features on, that materialises ``b d^2`` numbers per block (the
+    stage summaries of an annealing run on the 64-feature digits spent a
+    third of the fit there): each centre gets ``Y^T Y`` with ``Y`` its rows
+    of non-zero responsibility scaled by ``sqrt(w r)``, so one-hot rows
+    (most of them at low temperature) enter one product instead of ``k``.
     """
-    d = M.shape[1]
-    step = max(1, (1 << 17) // (d * d))
-    for start in range(0, Xb.shape[0], step):
-        xs = Xb[start : start + step]
-        xs = xs.toarray() if sp.issparse(xs) else xs
-        xs = xs.astype(np.float64, copy=False)
-        outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
-        wr = R[start : start + step] * wb[start : start + step, None]
-        M += (wr.T.astype(np.float64) @ outer).reshape(M.shape)
+    k, d = M.shape[0], M.shape[1]
+    if d < _MOMENTS_GATHER_D:
+        step = max(1, (1 << 17) // (d * d))
+        for start in range(0, Xb.shape[0], step):
+            xs = Xb[start : start + step]
+            xs = xs.toarray() if sp.issparse(xs) else xs
+            xs = xs.astype(np.float64, copy=False)
+            outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
+            wr = R[start : start + step] * wb[start : start + step, None]
+            M += (wr.T.astype(np.float64) @ outer).reshape(M.shape)
+        return
+    Xd = Xb.toarray() if sp.issparse(Xb) else Xb
+    Xd = Xd.astype(np.float64, copy=False)
+    WR = np.multiply(R, wb[:, None], dtype=np.float64)
+    for j in range(k):
+        rows = np.flatnonzero(WR[:, j])
+        if rows.size:
+            Y = Xd[rows] * np.sqrt(WR[rows, j])[:, None]
+            M[j] += Y.T @ Y
+
+
+# From this many features on, moments are accumulated centre by centre.
+_MOMENTS_GATHER_D = 16
 
 
 def m_step(N, S, centers, offset):

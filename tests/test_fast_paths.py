@@ -288,3 +288,33 @@ def test_hard_blocks_taken_only_when_every_row_is_one_hot(monkeypatch):
     assert taken == [True, False]
     # The tie is split evenly, as entmax-1.5 does at any width.
     assert_allclose(res.N, [2.5, 1.5])
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("d", [3, 20], ids=lambda d: f"d{d}")
+@pytest.mark.parametrize("sigma", [0.05, 1.0, 30.0])
+def test_second_moments_match_explicit_sums(d, sigma, sparse, global_random_seed):
+    # Check M_j = sum_i w_i r_ij x_i x_i^T (centred coordinates) against the
+    # explicit sum over the oracle's responsibilities, for the outer-product
+    # route (few features) and the per-centre route (16 features and more),
+    # with one-hot, mixed and dense rows.
+    rng = np.random.default_rng(global_random_seed)
+    C = 3.0 * rng.standard_normal((5, d))
+    X = C[rng.integers(0, 5, 300)] + rng.standard_normal((300, d))
+    w = rng.uniform(0.5, 2.0, 300)
+    prior = rng.dirichlet(np.ones(5))
+    offset = data_offset(X, w)
+    Xin = sp.csr_matrix(X) if sparse else X
+    if sparse:
+        offset = np.zeros(d)
+    x_sq = squared_norms(Xin, offset)
+    res = rbf_pass(
+        Xin, w, C, sigma, "softmax", offset, x_sq, moments=True, objective=True,
+        prior=prior,
+    )  # fmt: skip
+    scores = -sq_distances(X, C) / (2 * sigma**2) + np.log(prior)
+    R = softmax(scores, axis=1)
+    Y = X - offset
+    expected = np.einsum("ij,ia,ib->jab", R * w[:, None], Y, Y)
+    scale = float(np.abs(expected).max())
+    assert_allclose(res.moments, expected, rtol=1e-10, atol=1e-12 * scale)
