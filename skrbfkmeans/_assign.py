@@ -37,6 +37,12 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation):
     return int(max(1, min(n_samples, bound, max(target, 64))))
 
 
+def blocks(n_samples, step):
+    """Row slices of ``step`` rows (the last one shorter) covering ``n_samples``."""
+    for start in range(0, n_samples, step):
+        yield slice(start, min(start + step, n_samples))
+
+
 def temperature(sigma, dtype):
     """``T = 2 sigma^2`` and ``1 / T``, kept finite in ``dtype``.
 

@@ -17,22 +17,19 @@ import scipy.sparse as sp
 from threadpoolctl import ThreadpoolController
 
 from ._assign import (
-    _SPARSE_EXP_DENSITY,
     BlockBuffers,
     PreparedCenters,
     ScaledCenters,
-    augmented_block,
     block_rows,
+    blocks,
     centred_block,
-    far_cut,
     partial_distances,
     pooled_empty,
     responsibilities_inplace,
-    scaled_scores,
     scores_inplace,
-    softmax_weights,
     temperature,
 )
+from ._block_stats import _accumulate_moments, _hard_stats, _softmax_stats
 
 
 @functools.cache
@@ -88,11 +85,6 @@ def squared_norms(X, offset):
         Xb = np.subtract(rows, offset, out=buf[: rows.shape[0]])
         np.einsum("ij,ij->i", Xb, Xb, out=out[start : start + step])
     return out
-
-
-def _blocks(n_samples, step):
-    for start in range(0, n_samples, step):
-        yield slice(start, min(start + step, n_samples))
 
 
 def rbf_pass(
@@ -183,7 +175,7 @@ def rbf_pass(
     # threshold search (_hard_stats).
     hard = activation == "entmax15" and internal and stats and not moments
     window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T
-    for sl in _blocks(n_samples, step):
+    for sl in blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
         b = wb.shape[0]
@@ -266,147 +258,6 @@ def rbf_pass(
     return PassResult(N, S, total_inertia, free_energy, G, M)
 
 
-def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
-    """Fast path of ``rbf_pass`` for softmax statistics; returns the inertia.
-
-    Per block: one GEMM for the scores, then one ``exp`` per *near* score
-    (within ``log(2 k / eps)`` of the row's maximum; the others weigh less
-    than half an ulp of the row sum). When near scores are a minority they
-    are gathered into a sparse ``k x b`` matrix of weights ``w_i P_ij / Z_i``
-    and ``S`` is one sparse product (a one-hot row costs one entry, no
-    ``b x k`` product and no ``exp`` beyond its maximum); otherwise the
-    block takes the dense route with the normalisation folded into the
-    sample weights ``v_i = w_i / Z_i``: ``N = v P``, ``S = P^T (v X)``.
-    """
-    n_clusters = sc.A.shape[1]
-    cut = far_cut(n_clusters, sc.A.dtype)
-    total_inertia = 0.0
-    # After one mostly-near block the rest of the pass skips the near test.
-    gather = not sp.issparse(X)
-    sparse = sp.issparse(X)
-    for sl in _blocks(X.shape[0], step):
-        # Dense rows carry a column of ones: the bias comes with the scores'
-        # GEMM and N with S's product (its last column).
-        Xb = (
-            centred_block(X, sl, offset, buf)
-            if sparse
-            else augmented_block(X, sl, offset, buf)
-        )
-        wb = sample_weight[sl]
-        b = wb.shape[0]
-        Z, z_max = scaled_scores(Xb, sc, buf)
-        if inertia:
-            # Without a prior the largest score is -min_j e_ij / T.
-            d_min = np.maximum(x_sq[sl] - T * z_max, 0.0)
-            total_inertia += float(wb @ d_min)
-        clamp = None
-        if gather:
-            # ">=": the maximum is near even where z_max - cut rounds to z_max.
-            near = np.greater_equal(Z, (z_max - cut)[:, None], out=buf.near[:b])
-            n_near = np.count_nonzero(near)
-            if n_near <= _SPARSE_EXP_DENSITY * near.size:
-                _sparse_stats(Xb, wb, Z, z_max, near, N, S)
-                continue
-            gather = False
-            clamp = n_near < near.size
-        P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead)
-        v = wb / Zsum
-        if sparse:
-            N += v @ P
-            P *= v[:, None]
-            S += (Xb.T @ P).T
-        else:
-            Xb *= v[:, None]
-            _add_augmented(P.T @ Xb, N, S)
-    return total_inertia
-
-
-def _add_augmented(SN, N, S):
-    """Add a product against augmented rows: ``S`` then ``N`` (last column)."""
-    S += SN[:, :-1]
-    N += SN[:, -1]
-
-
-def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
-    """Statistics from the near scores of an augmented block (see above)."""
-    b, k = Z.shape
-    idx = np.flatnonzero(near)
-    rows = idx // k
-    cols = idx - rows * k
-    # Each row's maximum is near, so every row sum is at least 1. Centres of
-    # zero prior mass (score -inf) are never near: they receive exactly 0.
-    vals = np.exp(Z.ravel()[idx] - z_max[rows])
-    vals *= (wb / np.bincount(rows, weights=vals, minlength=b))[rows]
-    indptr = np.zeros(b + 1, dtype=np.intp)
-    np.cumsum(np.bincount(rows, minlength=b), out=indptr[1:])
-    # Column i of this k x b matrix holds sample i's weights; the augmented
-    # rows give N with S.
-    _add_augmented(sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xa, N, S)
-
-
-def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
-    """Entmax-1.5 statistics of a block whose rows are all one-hot, or False.
-
-    A row is exactly one-hot when its nearest centre is its only candidate,
-    ``e_ij - e_min < 2 T`` (``_split_one_hot``). Then ``N`` and ``S`` are
-    those of Lloyd: ``w_i`` and ``w_i x_i`` go to the nearest centre, through
-    a bincount and a sparse ``k x b`` product. One comparison over the block
-    decides (``<=``: the nearest centre is counted even where ``2 T`` is
-    below its rounding); a block with any tie or near second centre returns
-    False for the threshold search.
-    """
-    b, k = E.shape
-    # The window may be below the dtype's smallest normal (Lloyd: T = tiny);
-    # the sum is then e_min itself and only exact ties count.
-    if not window < float(np.finfo(E.dtype).max):
-        return False
-    with np.errstate(under="ignore"):
-        bound = e_min + E.dtype.type(window)
-    if np.count_nonzero(E <= bound[:, None]) != b:
-        return False
-    N += np.bincount(imin, weights=wb, minlength=k)
-    P = sp.csc_array((wb, imin, np.arange(b + 1)), shape=(k, b))
-    Sb = P @ Xb
-    S += Sb.toarray() if sp.issparse(Sb) else Sb
-    return True
-
-
-def _accumulate_moments(M, Xb, wb, R):
-    """``M_j += sum_i w_i r_ij x_i x_i^T`` in float64.
-
-    Few features: the outer products ``x_i x_i^T`` of a row sub-block
-    (``b' x d^2``, near 1 MiB) times ``(w r)^T``, one GEMM for all centres.
-    From 16 features on, that materialises ``b d^2`` numbers per block (the
-    stage summaries of an annealing run on the 64-feature digits spent a
-    third of the fit there): each centre gets ``Y^T Y`` with ``Y`` its rows
-    of non-zero responsibility scaled by ``sqrt(w r)``, so one-hot rows
-    (most of them at low temperature) enter one product instead of ``k``.
-    """
-    k, d = M.shape[0], M.shape[1]
-    if d < _MOMENTS_GATHER_D:
-        step = max(1, (1 << 17) // (d * d))
-        for start in range(0, Xb.shape[0], step):
-            xs = Xb[start : start + step]
-            xs = xs.toarray() if sp.issparse(xs) else xs
-            xs = xs.astype(np.float64, copy=False)
-            outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
-            wr = R[start : start + step] * wb[start : start + step, None]
-            M += (wr.T.astype(np.float64) @ outer).reshape(M.shape)
-        return
-    Xd = Xb.toarray() if sp.issparse(Xb) else Xb
-    Xd = Xd.astype(np.float64, copy=False)
-    WR = np.multiply(R, wb[:, None], dtype=np.float64)
-    for j in range(k):
-        rows = np.flatnonzero(WR[:, j])
-        if rows.size:
-            Y = Xd[rows] * np.sqrt(WR[rows, j])[:, None]
-            M[j] += Y.T @ Y
-
-
-# From this many features on, moments are accumulated centre by centre.
-_MOMENTS_GATHER_D = 16
-
-
 def m_step(N, S, centers, offset):
     """Return the centres ``S_j / N_j + offset``; one with no mass stays put."""
     new = centers.copy()
@@ -482,7 +333,7 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
     buf = BlockBuffers(step, n_clusters, n_features, dtype, "softmax", sp.issparse(X))
     labels = np.empty(n_samples, dtype=np.int32)
     inertia = 0.0
-    for sl in _blocks(n_samples, step):
+    for sl in blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         _, imin, e_min = partial_distances(Xb, pc, buf)
         labels[sl] = imin
@@ -509,7 +360,7 @@ def labels_margins(X, centers, offset):
     labels = np.empty(n_samples, dtype=np.int32)
     margins = np.full(n_samples, np.inf)
     nearest = np.empty(n_samples, dtype=dtype)
-    for sl in _blocks(n_samples, step):
+    for sl in blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         E, imin, e_min = partial_distances(Xb, pc, buf)
         labels[sl] = imin

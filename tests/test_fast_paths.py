@@ -1,6 +1,6 @@
 """The engine's fast paths against its straightforward path and an oracle.
 
-``rbf_pass`` computes softmax statistics on a fast path (scores from one
+``rbf_pass`` computes softmax statistics on a fast path (``_block_stats``: one
 GEMM against centres scaled by ``1 / T``, far scores skipped, normalisation
 folded into the weights) whenever only ``N``, ``S`` and the inertia are
 asked for. Asking for the gradient as well forces the straightforward path
@@ -183,24 +183,24 @@ def test_scaled_centres_refused_where_they_would_overflow(sigma):
 def test_statistics_only_pass_takes_the_fast_path(monkeypatch):
     # Check that the comparisons above compare two different code paths:
     # statistics alone go through softmax_weights, the gradient does not.
-    import skrbfkmeans._engine as engine
+    import skrbfkmeans._block_stats as block_stats
 
     calls = []
-    original = engine.softmax_weights
+    original = block_stats.softmax_weights
 
     def spy(*args, **kwargs):
         calls.append(1)
         return original(*args, **kwargs)
 
     gathered = []
-    original_sparse = engine._sparse_stats
+    original_sparse = block_stats._sparse_stats
 
     def spy_sparse(*args):
         gathered.append(np.count_nonzero(args[4], axis=1))  # near per row
         return original_sparse(*args)
 
-    monkeypatch.setattr(engine, "softmax_weights", spy)
-    monkeypatch.setattr(engine, "_sparse_stats", spy_sparse)
+    monkeypatch.setattr(block_stats, "softmax_weights", spy)
+    monkeypatch.setattr(block_stats, "_sparse_stats", spy_sparse)
     rng = np.random.default_rng(0)
     X, C = _inputs("random", np.float64, rng)
     w = np.ones(X.shape[0])
