@@ -7,7 +7,6 @@ import numpy as np
 from sklearn.base import (
     _fit_context,
 )
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import (
@@ -351,13 +350,6 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.activation_path_ = result.activation_path
         self.critical_sigmas_ = result.critical_sigmas
         self.n_polish_moves_ = result.n_polish_moves
-        if not self.converged_:
-            warnings.warn(
-                f"{self.__class__.__name__}: the final phase did not converge "
-                f"within max_iter={self.max_iter} iterations (tol={self.tol}); "
-                "increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+        self._warn_not_converged(": the final phase")
         self._set_fitted(X, sample_weight, result.centers, offset, x_sq, self.sigma_)
         return self

@@ -166,53 +166,21 @@ def scores_inplace(E, e_min, inv_T):
     return E
 
 
-# Below this fraction of near scores, exponentiate only those (gathered).
-_SPARSE_EXP_DENSITY = 0.4
-
-
-def responsibilities_inplace(U, imin, activation, buf, skip=False):
-    """Map shifted scores ``U`` (row maximum 0) to responsibilities.
+def responsibilities_inplace(U, imin, activation, buf):
+    """Map shifted scores ``U`` (row maximum 0) to responsibilities, in place.
 
     Softmax needs no further shift: the maximum is 0, so ``exp`` never
-    overflows and each row sum is at least 1.
-
-    With ``skip=True`` (EM statistics only, never ``predict_proba`` or the
-    objective), softmax scores below ``-cut = -log(2 k / eps)`` are not
-    exponentiated: together they weigh less than half an ulp of the row sum,
-    so the sufficient statistics do not change beyond rounding. When fewer
-    than 40% of the scores are near, only those are gathered and
-    exponentiated and the rest are 0; otherwise the scores are clamped at
-    ``-cut`` before one ``exp`` (libm's ``exp`` is several times slower on
-    arguments that underflow). ``exp`` is the most expensive step of an
-    iteration.
-
-    Returns the responsibilities: ``U`` itself, or ``buf.D`` when gathering.
+    overflows and each row sum is at least 1. Statistics-only softmax passes
+    do not come here: ``_block_stats`` skips their far scores.
     """
     if activation == "entmax15":
         return _sparse_rows(U, imin, 1.5, buf.ws)
-    b, k = U.shape
-    R = U
     # Scores far below the maximum underflow to 0: their value at working
     # precision.
     with np.errstate(under="ignore"):
-        if not skip:
-            np.exp(U, out=U)
-        else:
-            cut = np.log(2.0 * k / np.finfo(U.dtype).eps)
-            near = np.greater(U, -cut, out=buf.near[:b])
-            if np.count_nonzero(near) < _SPARSE_EXP_DENSITY * near.size:
-                idx = np.flatnonzero(near)
-                vals = np.exp(U.ravel()[idx])
-                rows = idx // k
-                vals /= np.bincount(rows, weights=vals, minlength=b)[rows]
-                R = buf.D[:b]
-                R.fill(0.0)
-                R.ravel()[idx] = vals
-                return R
-            np.maximum(U, -cut, out=U)
-            np.exp(U, out=U)
-    R /= (R @ buf.ones)[:, None]
-    return R
+        np.exp(U, out=U)
+    U /= (U @ buf.ones)[:, None]
+    return U
 
 
 class ScaledCenters:

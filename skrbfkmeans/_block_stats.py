@@ -15,7 +15,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._assign import (
-    _SPARSE_EXP_DENSITY,
     augmented_block,
     blocks,
     centred_block,
@@ -23,6 +22,9 @@ from ._assign import (
     scaled_scores,
     softmax_weights,
 )
+
+# Up to this fraction of near scores a block is gathered (sparse route).
+_SPARSE_EXP_DENSITY = 0.4
 
 
 def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
@@ -40,9 +42,9 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
     n_clusters = sc.A.shape[1]
     cut = far_cut(n_clusters, sc.A.dtype)
     total_inertia = 0.0
-    # After one mostly-near block the rest of the pass skips the near test.
-    gather = not sp.issparse(X)
     sparse = sp.issparse(X)
+    # After one mostly-near block the rest of the pass skips the near test.
+    gather = not sparse
     for sl in blocks(X.shape[0], step):
         # Dense rows carry a column of ones: the bias comes with the scores'
         # GEMM and N with S's product (its last column).
@@ -93,7 +95,7 @@ def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
     rows = idx // k
     cols = idx - rows * k
     # Each row's maximum is near, so every row sum is at least 1. Centres of
-    # zero prior mass (score -inf) are never near: they receive exactly 0.
+    # zero prior mass (bias -max/16) are never near: they receive exactly 0.
     vals = np.exp(Z.ravel()[idx] - z_max[rows])
     vals *= (wb / np.bincount(rows, weights=vals, minlength=b))[rows]
     indptr = np.zeros(b + 1, dtype=np.intp)

@@ -2,15 +2,13 @@
 
 Each function mirrors the NumPy ``fit`` step for step, with the passes of
 ``_dask.DaskRows`` in place of the in-memory engine, and sets the same fitted
-attributes (``labels_`` stays a lazy dask array). ``_rbf_kmeans`` imports
-this module, hence the local import of ``_auto_sigma``.
+attributes (``labels_`` stays a lazy dask array). The restarts and the
+convergence warning are the estimators' own (``_best_of_inits``,
+``_warn_not_converged``).
 """
-
-import warnings
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
@@ -19,8 +17,6 @@ from ._dask import DaskRows, certify, em_fixed_sigma, predict, sample_size
 
 def fit_rbf_kmeans(est, X, sample_weight):
     """``RBFKMeans.fit`` on dask input; see ``RBFKMeans`` Notes."""
-    from ._rbf_kmeans import _auto_sigma
-
     rows = DaskRows(est, X, sample_weight, est.n_clusters)
     est._init_is_array = _is_arraylike_not_scalar(est.init)
     init = est._check_init_array(rows.X) if est._init_is_array else est.init
@@ -30,14 +26,8 @@ def fit_rbf_kmeans(est, X, sample_weight):
         sample_size(rows.n_samples, est.n_clusters), random_state, variance=True
     )
     tol = mean_var * est.tol
-    sigma = None if est.sigma == "auto" else float(est.sigma)
-    best = None
-    for _ in range(n_init):
-        centers = est._init_centroids(Xs, init, random_state, ws)
-        if est.verbose:
-            print("Initialization complete")
-        if sigma is None:
-            sigma = _auto_sigma(centers, Xs, ws)
+
+    def run(centers, sigma):
         centers, n_iter, converged = em_fixed_sigma(
             rows,
             centers,
@@ -48,18 +38,13 @@ def fit_rbf_kmeans(est, X, sample_weight):
             verbose=est.verbose,
         )
         final = rows.final(centers, sigma, est.activation)
-        if best is None or final[2] < best[0][2]:
-            best = (final, centers, n_iter, converged)
-    (counts, est.inertia_, est.objective_), centers, est.n_iter_, est.converged_ = best
+        return final[2], centers, n_iter, converged, final
+
+    sigma, best = est._best_of_inits(Xs, ws, init, n_init, random_state, run)
+    _, centers, est.n_iter_, est.converged_, final = best
+    counts, est.inertia_, est.objective_ = final
     est.sigma_ = sigma
-    if not est.converged_:
-        warnings.warn(
-            f"{est.__class__.__name__} did not converge within "
-            f"max_iter={est.max_iter} iterations (tol={est.tol}); increase "
-            "max_iter or tol.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+    est._warn_not_converged(stacklevel=4)
     _set_fitted(est, rows, centers, counts, sigma)
     return est
 
@@ -108,14 +93,7 @@ def fit_annealed(est, X, sample_weight):
         "n_polish_moves_",
     ):
         setattr(est, name, getattr(sub, name))
-    if not est.converged_:
-        warnings.warn(
-            f"{est.__class__.__name__}: the final phase did not converge "
-            f"within max_iter={est.max_iter} iterations (tol={est.tol}); "
-            "increase max_iter or tol.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
+    est._warn_not_converged(": the final phase", stacklevel=4)
     _set_fitted(est, rows, centers, counts, sigma)
     return est
 

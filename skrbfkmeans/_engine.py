@@ -115,16 +115,14 @@ def rbf_pass(
     mass-constrained responsibilities ``r_ij ~ p_j exp(-d_ij / T)`` and the
     free energy ``-T log(sum_j p_j exp(-d_ij / T))`` (the uniform prior is the
     case above). ``moments`` accumulates ``M_j = sum_i w_i r_ij x x^T`` (float64,
-    centred coordinates) for the posterior covariances; it costs a
-    ``b x d^2`` product per block. ``inertia=False`` lets a pass with a
-    prior skip the hard inertia (reported as 0).
+    centred coordinates) for the posterior covariances. ``inertia=False``
+    lets a pass with a prior skip the hard inertia (reported as 0).
 
-    Softmax statistics alone (no objective, gradient, moments or returned
-    responsibilities) take a fast path: scores from one GEMM against the
-    centres scaled by ``1 / T`` (``_assign.ScaledCenters``), far scores
-    skipped, and the row normalisation folded into the weights, ``N_j =
-    sum_i (w_i / Z_i) P_ij``, so the ``b x k`` block is never divided. It
-    equals the general path to rounding (tests/test_fast_paths.py).
+    Statistics alone take the routes of ``_block_stats`` (softmax: scores
+    from one GEMM against the centres scaled by ``1 / T``, far scores skipped,
+    near ones gathered into a sparse product; entmax-1.5: blocks of one-hot
+    rows as Lloyd statistics). They equal this general path to rounding
+    (tests/test_fast_paths.py).
 
     Cost: two ``b x k x d`` products per block (distances and ``S``) and a few
     passes over the ``b x k`` scores (one ``exp`` for softmax; entmax needs no
@@ -145,14 +143,10 @@ def rbf_pass(
     # rounding (they only feed sums).
     internal = not (grad_X or resp_out is not None)
     total_inertia = free_energy = 0.0
-    h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
-    if prior is None:
-        weights = np.full(n_clusters, 1.0 / n_clusters, dtype=dtype)
-    else:
-        weights = np.asarray(prior, dtype=dtype)
-        # Mass-constrained scores -d / T + log p, as a bias on e = d - ||x||^2.
-        with np.errstate(divide="ignore", over="ignore"):
-            bias = (-T * np.log(np.asarray(prior, dtype=np.float64))).astype(dtype)
+    log_prior = None
+    if prior is not None:
+        with np.errstate(divide="ignore"):
+            log_prior = np.log(np.asarray(prior, dtype=np.float64))
     if (
         activation == "softmax"
         and internal
@@ -160,10 +154,6 @@ def rbf_pass(
         and not (objective or moments)
         and (prior is None or not inertia)
     ):
-        log_prior = None
-        if prior is not None:
-            with np.errstate(divide="ignore"):
-                log_prior = np.log(np.asarray(prior, dtype=np.float64))
         x_sq_max = float(x_sq.max()) if n_samples else 0.0
         sc = ScaledCenters(pc, T, log_prior, x_sq_max)
         if sc.usable:
@@ -171,6 +161,14 @@ def rbf_pass(
                 X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, prior is None
             )
             return PassResult(N, S, total_inertia, 0.0, None, None)
+    h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
+    if prior is None:
+        weights = np.full(n_clusters, 1.0 / n_clusters, dtype=dtype)
+    else:
+        weights = np.asarray(prior, dtype=dtype)
+        # Mass-constrained scores -d / T + log p, as a bias on e = d - ||x||^2.
+        with np.errstate(over="ignore"):
+            bias = (-T * log_prior).astype(dtype)
     # Entmax-1.5 statistics: blocks whose rows are all one-hot skip the
     # threshold search (_hard_stats).
     hard = activation == "entmax15" and internal and stats and not moments
@@ -215,15 +213,7 @@ def rbf_pass(
                 imin = np.argmin(E, axis=1)
                 e_min = E[np.arange(b), imin]
             U = scores_inplace(E, e_min, inv_T)
-            R = responsibilities_inplace(
-                U,
-                imin,
-                activation,
-                buf,
-                # Skipping far scores is exact to rounding for the statistics
-                # only; returned values are computed in full.
-                skip=internal and not objective,
-            )
+            R = responsibilities_inplace(U, imin, activation, buf)
         if objective:
             # At extreme widths the entropy terms underflow to 0: their value
             # at working precision.

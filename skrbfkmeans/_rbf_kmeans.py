@@ -218,6 +218,17 @@ class _BaseRBFKMeans(
                 stacklevel=4,
             )
 
+    def _warn_not_converged(self, subject="", stacklevel=3):
+        """``ConvergenceWarning`` when ``converged_`` is False."""
+        if not self.converged_:
+            warnings.warn(
+                f"{self.__class__.__name__}{subject} did not converge within "
+                f"max_iter={self.max_iter} iterations (tol={self.tol}); increase "
+                "max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=stacklevel,
+            )
+
     # -- prediction ---------------------------------------------------------
 
     def fit_predict(self, X, y=None, sample_weight=None):
@@ -244,13 +255,14 @@ class _BaseRBFKMeans(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            New data.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
 
         Returns
         -------
-        labels : ndarray of shape (n_samples,)
-            Index of the nearest centre (int32).
+        labels : ndarray or dask array of shape (n_samples,)
+            Index of the nearest centre (int32); lazy for dask input.
         """
         check_is_fitted(self)
         if _dask.is_dask_collection(X):
@@ -266,14 +278,15 @@ class _BaseRBFKMeans(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            New data.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
 
         Returns
         -------
-        resp : ndarray of shape (n_samples, n_clusters)
+        resp : ndarray or dask array of shape (n_samples, n_clusters)
             Soft (softmax) or sparse (entmax15, with exact zeros)
-            assignments; each row sums to one.
+            assignments; each row sums to one. Lazy for dask input.
         """
         check_is_fitted(self)
         if _dask.is_dask_collection(X):
@@ -325,13 +338,15 @@ class _BaseRBFKMeans(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            New data.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
 
         Returns
         -------
-        X_new : ndarray of shape (n_samples, n_clusters)
-            Distances, as ``sklearn.cluster.KMeans.transform`` returns them.
+        X_new : ndarray or dask array of shape (n_samples, n_clusters)
+            Distances, as ``sklearn.cluster.KMeans.transform`` returns them;
+            lazy for dask input.
         """
         check_is_fitted(self)
         if _dask.is_dask_collection(X):
@@ -345,8 +360,9 @@ class _BaseRBFKMeans(
 
         Parameters
         ----------
-        X : {array-like, sparse matrix} of shape (n_samples, n_features)
-            New data.
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
         y : Ignored
             Not used, present for API consistency by convention.
         sample_weight : array-like of shape (n_samples,), default=None
@@ -581,14 +597,7 @@ class RBFKMeans(_BaseRBFKMeans):
         offset = data_offset(X, sample_weight)
         x_sq = squared_norms(X, offset)
 
-        sigma = None if self.sigma == "auto" else float(self.sigma)
-        best = None
-        for _ in range(n_init):
-            centers = self._init_centroids(X, init, random_state, sample_weight)
-            if self.verbose:
-                print("Initialization complete")
-            if sigma is None:
-                sigma = _auto_sigma(centers, X, sample_weight)
+        def run(centers, sigma):
             centers, n_iter, converged = em_fixed_sigma(
                 X,
                 sample_weight,
@@ -612,21 +621,38 @@ class RBFKMeans(_BaseRBFKMeans):
                 stats=False,
                 objective=True,
             ).objective
-            if best is None or objective < best[0]:
-                best = (objective, centers, n_iter, converged)
+            return objective, centers, n_iter, converged, None
 
-        self.objective_, centers, self.n_iter_, self.converged_ = best
+        sigma, best = self._best_of_inits(
+            X, sample_weight, init, n_init, random_state, run
+        )
+        self.objective_, centers, self.n_iter_, self.converged_, _ = best
         self.sigma_ = sigma
-        if not self.converged_:
-            warnings.warn(
-                f"{self.__class__.__name__} did not converge within "
-                f"max_iter={self.max_iter} iterations (tol={self.tol}); increase "
-                "max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
+        self._warn_not_converged()
         self._set_fitted(X, sample_weight, centers, offset, x_sq, sigma)
         return self
+
+    def _best_of_inits(self, Xs, ws, init, n_init, random_state, run):
+        """``n_init`` runs from ``init`` on the rows ``Xs``; the lowest objective.
+
+        ``run(centers, sigma)`` does one run from initial centres and returns
+        ``(objective, centers, n_iter, converged, extra)``. ``sigma="auto"``
+        is resolved from the first initial centres. Returns ``sigma`` and the
+        best run's tuple. NumPy and dask fits share it: ``Xs`` is all rows or
+        the sample the initialisation uses.
+        """
+        sigma = None if self.sigma == "auto" else float(self.sigma)
+        best = None
+        for _ in range(n_init):
+            centers = self._init_centroids(Xs, init, random_state, ws)
+            if self.verbose:
+                print("Initialization complete")
+            if sigma is None:
+                sigma = _auto_sigma(centers, Xs, ws)
+            result = run(centers, sigma)
+            if best is None or result[0] < best[0]:
+                best = result
+        return sigma, best
 
     @_fit_context(prefer_skip_nested_validation=True)
     @one_blas_thread
