@@ -31,7 +31,8 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation):
     """
     itemsize = np.dtype(dtype).itemsize
     n_buffers = 3.2 + (5 if activation == "entmax15" else 0)
-    row_bytes = itemsize * (n_buffers * n_clusters + n_features)
+    # Centred rows, plain and with a column of ones (augmented_block).
+    row_bytes = itemsize * (n_buffers * n_clusters + 2 * n_features + 1)
     bound = int(get_config()["working_memory"] * 2**20 // row_bytes)
     target = _TARGET_BLOCK_BYTES // (itemsize * (n_clusters + n_features))
     return int(max(1, min(n_samples, bound, max(target, 64))))
@@ -259,10 +260,10 @@ def far_cut(n_clusters, dtype):
 
 
 def softmax_weights(Z, z_max, buf, clamp, dead=None):
-    """Unnormalised softmax weights of scaled scores; returns ``P`` and ``Z``.
+    """Unnormalised softmax weights of scaled scores ``Z``; returns ``P``, sums.
 
-    ``P_ij = exp(z_ij - z_max_i)``, written over the scores, and its row
-    sums ``Z_i >= 1``. With ``clamp`` the shifted scores are first clamped at
+    ``P_ij = exp(z_ij - z_max_i)``, written over ``Z``, and its row sums
+    (each at least 1). With ``clamp`` the shifted scores are first clamped at
     ``-log(2 k / eps)`` (libm's ``exp`` is several times slower on arguments
     that underflow; the clamped entries weigh less than half an ulp of the
     row sum); ``clamp=None`` clamps when the block's minimum is below the

@@ -30,6 +30,10 @@ _SPARSE_EXP_DENSITY = 0.4
 def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
     """Fast path of ``rbf_pass`` for softmax statistics; returns the inertia.
 
+    ``N`` and ``S`` are accumulated in place; the hard inertia is computed
+    only with ``inertia`` (no prior: the largest score gives the nearest
+    distance), else 0.0 is returned.
+
     Per block: one GEMM for the scores, then one ``exp`` per *near* score
     (within ``log(2 k / eps)`` of the row's maximum; the others weigh less
     than half an ulp of the row sum). When near scores are a minority they
@@ -118,9 +122,8 @@ def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
     """
     b, k = E.shape
     # The window may be below the dtype's smallest normal (Lloyd: T = tiny);
-    # the sum is then e_min itself and only exact ties count.
-    if not window < float(np.finfo(E.dtype).max):
-        return False
+    # the sum is then e_min itself and only exact ties count. (The caller
+    # keeps windows beyond the dtype's range away.)
     with np.errstate(under="ignore"):
         bound = e_min + E.dtype.type(window)
     if np.count_nonzero(E <= bound[:, None]) != b:

@@ -54,7 +54,11 @@ def one_blas_thread(func):
 
 
 class PassResult(NamedTuple):
-    """What one pass over the data accumulated (``None`` where not asked)."""
+    """What one pass over the data accumulated.
+
+    Arrays not asked for are ``None``; the objective not asked for, and the
+    inertia with ``inertia=False``, are 0.0.
+    """
 
     N: np.ndarray
     S: np.ndarray
@@ -116,7 +120,8 @@ def rbf_pass(
     free energy ``-T log(sum_j p_j exp(-d_ij / T))`` (the uniform prior is the
     case above). ``moments`` accumulates ``M_j = sum_i w_i r_ij x x^T`` (float64,
     centred coordinates) for the posterior covariances. ``inertia=False``
-    lets a pass with a prior skip the hard inertia (reported as 0).
+    skips the hard inertia (reported as 0.0); a softmax pass with a prior
+    takes the fast route only then.
 
     Statistics alone take the routes of ``_block_stats`` (softmax: scores
     from one GEMM against the centres scaled by ``1 / T``, far scores skipped,
@@ -158,7 +163,7 @@ def rbf_pass(
         sc = ScaledCenters(pc, T, log_prior, x_sq_max)
         if sc.usable:
             total_inertia = _softmax_stats(
-                X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, prior is None
+                X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia
             )
             return PassResult(N, S, total_inertia, 0.0, None, None)
     h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
@@ -171,16 +176,24 @@ def rbf_pass(
             bias = (-T * log_prior).astype(dtype)
     # Entmax-1.5 statistics: blocks whose rows are all one-hot skip the
     # threshold search (_hard_stats).
-    hard = activation == "entmax15" and internal and stats and not moments
     window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T
+    hard = (
+        activation == "entmax15"
+        and internal
+        and stats
+        and not (moments or objective)
+        # Beyond the dtype's range the window holds every centre.
+        and window < float(np.finfo(dtype).max)
+    )
     for sl in blocks(n_samples, step):
         Xb = centred_block(X, sl, offset, buf)
         wb = sample_weight[sl]
         b = wb.shape[0]
         E, imin, e_min = partial_distances(Xb, pc, buf)
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
-        total_inertia += float(wb @ d_min)
-        if hard and not objective:
+        if inertia:
+            total_inertia += float(wb @ d_min)
+        if hard:
             if _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
                 continue
             # A block with a tie or a near second centre: at this width the
@@ -200,6 +213,10 @@ def rbf_pass(
                     np.expm1(Q, out=Q)
                     F = d_min - T * np.log1p(Q @ weights)
         if objective and activation == "softmax" and internal:
+            if not (stats or moments):
+                # The objective alone: no responsibilities needed.
+                free_energy += float(wb @ np.clip(F, d_min, d_mean))
+                continue
             # The objective's expm1 already holds exp(-D / T) - 1: the
             # responsibilities p_j exp(-D_ij / T) / sum follow without a
             # second exp (entries below half an ulp of the row's largest

@@ -54,7 +54,8 @@ def _split_one_hot(U, imax, alpha, ws):
     ``U`` holds shifted scores (row maximum 0). A row with a single candidate
     (``(alpha - 1) u_j > -1``) is exactly one-hot: 1 at its maximum, 0
     elsewhere. The other rows are gathered into ``ws.dense`` and scaled by
-    ``alpha - 1``; ``U`` is left zero on them. Returns their indices, their
+    ``alpha - 1``; ``U`` is left one-hot on them too, for the caller to
+    overwrite. Returns their indices, their
     scaled scores and their numbers of candidates.
     """
     m = U.shape[0]
