@@ -115,7 +115,7 @@ class _Groups:
             d = ((self.centers - self.centers[j]) ** 2).sum(axis=1)
             d[j] = np.inf
             heir = int(np.argmin(d))
-            self._remove(j, heir if heir < j else heir - 1)
+            self._remove(j, heir)
 
     def split(self, j, left, right):
         """Replace group ``j`` by two children, each with half its mass.

@@ -647,3 +647,16 @@ def test_fit_shortcuts_and_transform():
     assert_allclose(D, np.sqrt(sq_distances(X, km.cluster_centers_)), rtol=1e-10)
     assert -km.score(X, sample_weight=w) == pytest.approx(km.inertia_, rel=1e-12)
     assert_allclose(km.inertia_, distortion(X, km.cluster_centers_, w), rtol=1e-10)
+
+
+def test_dropped_group_copies_join_the_nearest_group():
+    # Check the copy bookkeeping of drop_light: the copies of a light group
+    # go to its nearest group, also when that group comes after it.
+    from skrbfkmeans._anneal import _Groups
+
+    centers = np.array([[0.0], [990.0], [20.0], [1000.0]])
+    groups = _Groups(centers.copy(), np.array([5.0, 0.1, 5.0, 5.0]), np.arange(4))
+    groups.drop_light(1.0)
+    assert_array_equal(groups.centers, [[0.0], [20.0], [1000.0]])
+    # Copy 1 (of the group at 990) now belongs to the group at 1000.
+    assert_array_equal(groups.expanded().ravel(), [0.0, 1000.0, 20.0, 1000.0])
