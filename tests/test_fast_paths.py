@@ -13,7 +13,7 @@ independent check of both.
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from _rbf_oracle import dense64, sq_distances
+from _rbf_oracle import dense64, distortion, responsibilities, sq_distances
 from numpy.testing import assert_allclose
 from scipy.special import softmax
 
@@ -116,10 +116,10 @@ def test_fast_softmax_statistics_match_the_straightforward_path(
     S_slow = slow.S + np.outer(slow.N, offset)
     assert_allclose(S_fast, S_slow, rtol=rtol, atol=atol * x_scale)
     assert_allclose(S_fast, S_o, rtol=rtol, atol=atol * x_scale)
-    # The inertia cancels ||x||^2 against 2 x.mu: absolute rounding on the
-    # scale of the squared norms.
-    assert_allclose(fast.inertia, slow.inertia, atol=rtol * W * x_scale**2)
-    assert_allclose(fast.inertia, inertia_o, atol=rtol * W * x_scale**2)
+    # The inertia cancels ||x||^2 against 2 x.mu (centred coordinates):
+    # absolute rounding on the scale of the centred squared norms.
+    assert_allclose(fast.inertia, slow.inertia, atol=rtol * W * (x_c + c_c) ** 2)
+    assert_allclose(fast.inertia, inertia_o, atol=rtol * W * (x_c + c_c) ** 2)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32], ids=["f64", "f32"])
@@ -256,12 +256,29 @@ def test_one_hot_entmax_blocks_match_the_threshold_search(
     args = (X, w, C, sigma, "entmax15", offset, x_sq)
     fast = rbf_pass(*args)
     slow = rbf_pass(*args, grad_X=True)
-    rtol = 200 * np.finfo(dtype).eps
+    eps = np.finfo(dtype).eps
+    rtol = 200 * eps
     W = float(w.sum())
     x_scale = float(np.abs(dense64(X)).max()) + 1.0
     assert_allclose(fast.N, slow.N, rtol=rtol, atol=rtol * W)
     assert_allclose(fast.S, slow.S, rtol=rtol, atol=rtol * W * x_scale)
-    assert fast.inertia == slow.inertia
+    # Both routes share the distances; the oracle checks them (and, at a
+    # positive width, the statistics): the same rounding model as above,
+    # scores rounded to eps |z| with |z| <= (2 |x - o| |mu - o| + |mu - o|^2) / T.
+    x_c = np.sqrt(((dense64(X) - offset) ** 2).sum(axis=1).max())
+    c_c = np.sqrt(((C.astype(np.float64) - offset) ** 2).sum(axis=1).max())
+    assert_allclose(
+        fast.inertia, distortion(X, C, w), rtol=rtol, atol=rtol * W * (x_c + c_c) ** 2
+    )
+    if sigma > 0:
+        R = responsibilities(X, C, sigma, "entmax15")
+        z_scale = (2 * x_c * c_c + c_c**2) / (2.0 * sigma**2)
+        atol = (rtol + 16 * eps * z_scale) * W
+        assert_allclose(fast.N, w @ R, rtol=rtol, atol=atol)
+        S_o = (R * w[:, None]).T @ dense64(X)
+        assert_allclose(
+            fast.S + np.outer(fast.N, offset), S_o, rtol=rtol, atol=atol * x_scale
+        )
 
 
 def test_hard_blocks_taken_only_when_every_row_is_one_hot(monkeypatch):

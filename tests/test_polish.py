@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _rbf_oracle import distortion, lloyd_step
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
@@ -27,25 +28,6 @@ def unequal_clusters(seed):
     return centers[labels] + rng.standard_normal((labels.size, 2)) * stds[labels, None]
 
 
-def hard_inertia(X, centers, w=None):
-    # Independent oracle: weighted squared distance to the nearest centre.
-    w = np.ones(X.shape[0]) if w is None else w
-    d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
-    return float(w @ d.min(axis=1))
-
-
-def lloyd_step(X, centers, w=None):
-    # Independent oracle: one Lloyd step (empty clusters keep their centre).
-    w = np.ones(X.shape[0]) if w is None else w
-    labels = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2).argmin(axis=1)
-    new = centers.copy()
-    for j in range(centers.shape[0]):
-        mask = labels == j
-        if w[mask].sum() > 0:
-            new[j] = w[mask] @ X[mask] / w[mask].sum()
-    return new
-
-
 @pytest.mark.parametrize("n_clusters", [2, 5, 9], ids=lambda k: f"k{k}")
 def test_inertia_never_increases(n_clusters, global_random_seed):
     # Check that the polished inertia is at most the input's, whatever the
@@ -55,8 +37,8 @@ def test_inertia_never_increases(n_clusters, global_random_seed):
     X, _ = make_blobs(300, centers=6, cluster_std=1.5, random_state=global_random_seed)
     start = X[rng.choice(X.shape[0], n_clusters, replace=False)]
     centers, labels, inertia, n_moves = kmeans_polish(X, start)
-    assert inertia <= hard_inertia(X, start) * (1 + 1e-12)
-    assert_allclose(inertia, hard_inertia(X, centers), rtol=1e-10)
+    assert inertia <= distortion(X, start) * (1 + 1e-12)
+    assert_allclose(inertia, distortion(X, centers), rtol=1e-10)
     assert_allclose(lloyd_step(X, centers), centers, rtol=1e-10, atol=1e-10)
     d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
     assert_array_equal(labels, d.argmin(axis=1))
@@ -183,6 +165,9 @@ def test_annealed_polish_is_certified(global_random_seed):
     # certified Lloyd fixed point whose path ends on the polished centres.
     X = unequal_clusters(global_random_seed % 3)
     km = AnnealedRBFKMeans(4).fit(X)
+    # The polish moves a centre here (annealing alone spends two on the
+    # small far clusters): the checks below are about a polished result.
+    assert km.n_polish_moves_ > 0
     assert km.certified_
     assert_array_equal(km.centers_path_[-1], km.cluster_centers_)
     assert_allclose(lloyd_step(X, km.cluster_centers_), km.cluster_centers_, rtol=1e-10)
@@ -193,7 +178,7 @@ def test_annealed_polish_is_certified(global_random_seed):
     # of size d.max(), not of the margin.
     slack = 64 * np.finfo(X.dtype).eps * d.max()
     assert (d[:, 1] - d[:, 0]).min() >= 4 * km.sigma_**2 - slack
-    assert_allclose(km.inertia_, hard_inertia(X, km.cluster_centers_), rtol=1e-10)
+    assert_allclose(km.inertia_, distortion(X, km.cluster_centers_), rtol=1e-10)
 
 
 def test_polish_needs_a_hard_solution():
