@@ -32,6 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ._certificate import explicit_fixed_point
 from ._engine import em_fixed_sigma, labels_margins, m_step, rbf_pass
 from ._polish import lloyd
 from ._polish import polish as polish_search
@@ -200,11 +201,19 @@ def certify(X, w, centers, offset, x_sq, sigma_max):
     min_margin = float(margins[w > 0].min())
     if not min_margin > 0 or not np.isfinite(min_margin):
         return sigma_max, min_margin == np.inf
+    # The engine's margins share the GEMM's rounding: the width must also
+    # pass the margins of explicit differences, and the centres their means.
+    explicit_margin, fixed = explicit_fixed_point(X, w, centers)
+    if not (explicit_margin > 0 and fixed):
+        return sigma_max, False
+    min_margin = min(min_margin, explicit_margin)
     sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
     res = rbf_pass(X, w, centers, sigma, "entmax15", offset, x_sq)
     new = m_step(res.N, res.S, centers, offset)
+    # Rounding relative to the data's own magnitude (never an absolute 1:
+    # tiny data would pass any test).
     scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
-    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * max(scale, 1.0))
+    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
     return sigma, bool(ok)
 
 

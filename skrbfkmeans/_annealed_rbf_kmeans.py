@@ -17,11 +17,11 @@ from . import _dask, _dask_fit
 from ._anneal import anneal, first_critical_sigma
 from ._assign import ACTIVATIONS
 from ._engine import (
-    data_offset,
     one_blas_thread,
     squared_norms,
 )
 from ._rbf_kmeans import _auto_sigma, _BaseRBFKMeans
+from ._scaling import scaled
 
 
 def _mass_unit(sample_weight):
@@ -291,10 +291,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         else:
             n_init = 10 if self.n_init == "auto" else self.n_init
         random_state = check_random_state(self.random_state)
-        offset = data_offset(X, sample_weight)
+        X, offset, init = self._working_units(X, sample_weight, init)
+        scale = self._scale
         x_sq = squared_norms(X, offset)
         act = "entmax15" if self.activation == "entmax15" else "softmax"
-        sigma_end = None if self.sigma_end == "auto" else float(self.sigma_end)
+        sigma_end = None if self.sigma_end == "auto" else float(self.sigma_end) / scale
 
         best = None
         for _ in range(n_init):
@@ -307,11 +308,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 )
                 sigma_start = _auto_sigma(init_centers, X, sample_weight)
             if self.sigma_start != "auto":
-                sigma_start = float(self.sigma_start)
+                sigma_start = float(self.sigma_start) / scale
             if sigma_end is not None and not sigma_start > sigma_end:
                 raise ValueError(
-                    f"sigma_start={sigma_start:.6g} must be larger than "
-                    f"sigma_end={sigma_end:.6g}."
+                    f"sigma_start={sigma_start * scale:.6g} must be larger than "
+                    f"sigma_end={sigma_end * scale:.6g}."
                 )
             result = anneal(
                 X,
@@ -336,19 +337,21 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 best = (key, result)
 
         result = best[1]
+        # Back from working units: lengths times the scale, energies times
+        # its square (both exact: the scale is a power of 4).
         self._activation = result.activation
-        self.sigma_ = result.sigma
-        self.objective_ = float(result.objective_path[-1])
+        self.sigma_ = result.sigma * scale
+        self.objective_ = float(result.objective_path[-1]) * scale * scale
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.certified_ = result.certified
-        self.sigma_path_ = result.sigma_path
-        self.centers_path_ = result.centers_path
-        self.objective_path_ = result.objective_path
-        self.inertia_path_ = result.inertia_path
+        self.sigma_path_ = result.sigma_path * scale
+        self.centers_path_ = scaled(result.centers_path, 1.0 / scale)
+        self.objective_path_ = result.objective_path * scale * scale
+        self.inertia_path_ = result.inertia_path * scale * scale
         self.n_distinct_centers_path_ = result.n_distinct_path
         self.activation_path_ = result.activation_path
-        self.critical_sigmas_ = result.critical_sigmas
+        self.critical_sigmas_ = result.critical_sigmas * scale
         self.n_polish_moves_ = result.n_polish_moves
         self._warn_not_converged(": the final phase")
         self._set_fitted(X, sample_weight, result.centers, offset, x_sq, self.sigma_)

@@ -18,6 +18,8 @@ from ._dask import DaskRows, certify, em_fixed_sigma, predict, sample_size
 def fit_rbf_kmeans(est, X, sample_weight):
     """``RBFKMeans.fit`` on dask input; see ``RBFKMeans`` Notes."""
     rows = DaskRows(est, X, sample_weight, est.n_clusters)
+    # Dask rows are not rescaled: the fit works in the user's units.
+    est._scale = 1.0
     est._init_is_array = _is_arraylike_not_scalar(est.init)
     init = est._check_init_array(rows.X) if est._init_is_array else est.init
     n_init = est._resolve_n_init()
@@ -52,6 +54,7 @@ def fit_rbf_kmeans(est, X, sample_weight):
 def fit_annealed(est, X, sample_weight):
     """``AnnealedRBFKMeans.fit`` on dask input; see its Notes."""
     rows = DaskRows(est, X, sample_weight, est.n_clusters)
+    est._scale = 1.0
     random_state = check_random_state(est.random_state)
     Xs, ws, _ = rows.sample(sample_size(rows.n_samples, est.n_clusters), random_state)
     # The schedule (splits, merges, polish) runs in memory on the sample...

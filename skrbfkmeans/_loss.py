@@ -8,7 +8,8 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from sklearn.utils.validation import _check_sample_weight
 
 from ._assign import ACTIVATIONS
-from ._engine import data_offset, one_blas_thread, rbf_pass, squared_norms
+from ._engine import one_blas_thread, rbf_pass, squared_norms
+from ._scaling import scaled, working_units
 
 
 def check_data_centers(X, centers, sample_weight):
@@ -128,12 +129,14 @@ def rbf_kmeans_loss(
            [ 0.,  2.]])
     """
     X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
-    offset = data_offset(X, sample_weight)
+    # In working units: the loss scales with the square of lengths, the
+    # gradients with lengths (the scale is a power of 4: exact).
+    X, offset, centers, scale = working_units(X, sample_weight, centers)
     res = rbf_pass(
         X,
         sample_weight,
         centers,
-        float(sigma),
+        float(sigma) / scale,
         activation,
         offset,
         squared_norms(X, offset),
@@ -141,8 +144,10 @@ def rbf_kmeans_loss(
         objective=True,
         grad_X=return_gradient,
     )
+    loss = res.objective * scale * scale
     if not return_gradient:
-        return res.objective
+        return loss
     # S is accumulated in coordinates centred on the offset.
     grad_centers = 2.0 * (res.N[:, None] * (centers - offset) - res.S)
-    return res.objective, grad_centers.astype(X.dtype), res.grad_X
+    grad_centers = scaled(grad_centers.astype(X.dtype), 1.0 / scale)
+    return loss, grad_centers, scaled(res.grad_X, 1.0 / scale)

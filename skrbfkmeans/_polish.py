@@ -13,7 +13,6 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ._engine import (
-    data_offset,
     em_fixed_sigma,
     labels_inertia,
     labels_margins,
@@ -21,6 +20,7 @@ from ._engine import (
     squared_norms,
 )
 from ._loss import check_data_centers
+from ._scaling import scaled, working_units
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
 MAX_PAIRS = 24
@@ -210,10 +210,12 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
         raise ValueError(
             f"n_samples={X.shape[0]} should be >= n_clusters={centers.shape[0]}."
         )
-    offset = data_offset(X, sample_weight)
+    # In working units (centred, and rescaled where squared distances would
+    # leave the dtype's range); lengths and the inertia are mapped back.
+    X, offset, centers, scale = working_units(X, sample_weight, centers)
     x_sq = squared_norms(X, offset)
     centers, inertia, n_moves, _ = polish(
         X, sample_weight, centers, offset, x_sq, max_moves=max_moves
     )
     labels, _ = labels_inertia(X, sample_weight, centers, offset, x_sq)
-    return centers, labels, inertia, n_moves
+    return scaled(centers, 1.0 / scale), labels, inertia * scale * scale, n_moves

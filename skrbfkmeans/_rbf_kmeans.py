@@ -34,15 +34,29 @@ from ._engine import (
     rbf_pass,
     squared_norms,
 )
+from ._scaling import scaled, working_units
 from ._stream import online_em_step
 
 
 def _weighted_mean_variance(X, sample_weight):
-    """Mean over features of the weighted variance of ``X``."""
+    """Mean over features of the weighted variance of ``X``.
+
+    Sums of squared deviations from the mean, never ``E[x^2] - mean^2``:
+    the difference cancels catastrophically for a column far from 0.
+    """
     w = sample_weight / sample_weight.sum()
     if sp.issparse(X):
+        X = X.tocsr()
         mean = np.asarray(X.T @ w).ravel()
-        var = np.asarray(X.multiply(X).T @ w).ravel() - mean**2
+        # Stored entries deviate by x - mean; the implicit zeros (weight
+        # 1 - the column's stored weight) by -mean.
+        w_stored = np.repeat(w, np.diff(X.indptr))
+        d = X.shape[1]
+        stored_var = np.bincount(
+            X.indices, weights=w_stored * (X.data - mean[X.indices]) ** 2, minlength=d
+        )
+        stored_w = np.bincount(X.indices, weights=w_stored, minlength=d)
+        var = stored_var + np.maximum(1.0 - stored_w, 0.0) * mean**2
     else:
         mean = w @ X
         var = w @ (X - mean) ** 2
@@ -70,7 +84,10 @@ def _auto_sigma(centers, X, sample_weight):
     as far apart as the centres stay apart. With a single distinct centre the
     width falls back to the root mean feature variance, then to 1.
     """
-    distinct = np.unique(centers, axis=0)
+    # Relative to one of them: far from the origin, the distances between
+    # centres cancel (and the first centre, unlike the weighted mean, is the
+    # same for weights and repeated rows).
+    distinct = np.unique(centers - centers[0], axis=0)
     if distinct.shape[0] > 1:
         d2 = euclidean_distances(distinct, squared=True)
         np.fill_diagonal(d2, np.inf)
@@ -170,11 +187,16 @@ class _BaseRBFKMeans(
         if self._init_is_array:
             return init.copy()
         if isinstance(init, str) and init == "k-means++":
-            # x_sq holds norms of the centred rows: let kmeans_plusplus
-            # compute those of X itself.
-            centers, _ = kmeans_plusplus(
-                X, n_clusters, sample_weight=sample_weight, random_state=random_state
+            # On centred rows (one copy, as KMeans makes): far from the
+            # origin the seeding's distances cancel. The seeds are rows of X.
+            offset = data_offset(X, sample_weight)
+            _, seeds = kmeans_plusplus(
+                X - offset if np.any(offset) else X,
+                n_clusters,
+                sample_weight=sample_weight,
+                random_state=random_state,
             )
+            centers = X[seeds]
         elif isinstance(init, str) and init == "random":
             positive = np.flatnonzero(sample_weight > 0)
             p = sample_weight[positive] / sample_weight[positive].sum()
@@ -197,14 +219,44 @@ class _BaseRBFKMeans(
             centers = centers.toarray()
         return np.ascontiguousarray(centers, dtype=X.dtype)
 
+    def _working_units(self, X, sample_weight, init=None):
+        """Rows, offset and initialisation in the engine's working units.
+
+        The engine sees ``(X - offset) / scale`` (``_scaling``): the offset
+        is the weighted mean, removed block by block, and the scale
+        (``self._scale``) is 1 unless squared distances would underflow or
+        overflow the dtype. Returns the rows (``X`` itself at scale 1), the
+        offset and ``init`` (an array or a callable) in those units.
+        """
+        array = init if self._init_is_array else None
+        X_user = X
+        X, offset, array, scale = working_units(X, sample_weight, array)
+        self._scale = scale
+        if scale != 1.0 and callable(init):
+            user_init = init
+
+            def init(X, n_clusters, random_state):
+                centers = check_array(
+                    user_init(X_user, n_clusters, random_state=random_state),
+                    dtype=X_user.dtype,
+                )
+                return scaled(centers, scale)
+
+        return X, offset, init if array is None else array
+
     def _set_fitted(self, X, sample_weight, centers, offset, x_sq, sigma):
-        """Attributes shared by every estimator; returns nothing."""
-        self.cluster_centers_ = centers
+        """Attributes shared by every estimator, from working units.
+
+        Sets ``cluster_centers_``, ``labels_`` and ``inertia_`` in the user's
+        units (``sigma`` is in them already); returns nothing.
+        """
+        scale = self._scale
+        self.cluster_centers_ = centers * centers.dtype.type(scale)
         self._n_features_out = centers.shape[0]
         self._offset = offset
-        self.labels_, self.inertia_ = labels_inertia(
-            X, sample_weight, centers, offset, x_sq
-        )
+        self.labels_, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
+        # Twice by the scale: its square may underflow where the product does not.
+        self.inertia_ = inertia * scale * scale
         self._warn_distinct(np.unique(self.labels_).size, sigma)
 
     def _warn_distinct(self, distinct, sigma):
@@ -266,9 +318,9 @@ class _BaseRBFKMeans(
         """
         check_is_fitted(self)
         if _dask.is_dask_collection(X):
-            X = _dask.as_dask_array(self, X, reset=False)
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
             return _dask.predict(X, self._centers_as(X), self._offset_as(X))
-        X = self._check_test_data(X)
+        X = self._scaled_rows(self._check_test_data(X))
         ones = np.ones(X.shape[0], dtype=X.dtype)
         return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
 
@@ -289,23 +341,24 @@ class _BaseRBFKMeans(
             assignments; each row sums to one. Lazy for dask input.
         """
         check_is_fitted(self)
+        sigma = self.sigma_ / self._scale_of_fit()
         if _dask.is_dask_collection(X):
-            X = _dask.as_dask_array(self, X, reset=False)
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
             return _dask.predict_proba(
                 X,
                 self._centers_as(X),
-                self.sigma_,
+                sigma,
                 self._final_activation(),
                 self._offset_as(X),
             )
-        X = self._check_test_data(X)
+        X = self._scaled_rows(self._check_test_data(X))
         offset = self._offset_as(X)
         resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
         rbf_pass(
             X,
             np.ones(X.shape[0], dtype=X.dtype),
             self._centers_as(X),
-            self.sigma_,
+            sigma,
             self._final_activation(),
             offset,
             squared_norms(X, offset),
@@ -349,11 +402,17 @@ class _BaseRBFKMeans(
             lazy for dask input.
         """
         check_is_fitted(self)
+        scale = self._scale_of_fit()
         if _dask.is_dask_collection(X):
-            X = _dask.as_dask_array(self, X, reset=False)
-            return _dask.transform(X, self._centers_as(X))
-        X = self._check_test_data(X)
-        return euclidean_distances(X, self._centers_as(X))
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+            return _dask.transform(X, self._centers_as(X)) * scale
+        X = self._scaled_rows(self._check_test_data(X))
+        centers, offset = self._centers_as(X), self._offset_as(X)
+        if np.any(offset):
+            # Centred, as in fit: far from the origin the distances cancel.
+            X, centers = X - offset, centers - offset
+        distances = euclidean_distances(X, centers)
+        return distances * distances.dtype.type(scale) if scale != 1.0 else distances
 
     def score(self, X, y=None, sample_weight=None):
         """Opposite of the K-Means objective (hard inertia) of ``X``.
@@ -374,27 +433,39 @@ class _BaseRBFKMeans(
             ``-sum_i w_i min_j ||x_i - mu_j||^2``.
         """
         check_is_fitted(self)
+        square = self._scale_of_fit() ** 2
         if _dask.is_dask_collection(X):
-            X = _dask.as_dask_array(self, X, reset=False)
-            return -_dask.inertia(
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+            return -square * _dask.inertia(
                 X, sample_weight, self._centers_as(X), self._offset_as(X)
             )
         X = self._check_test_data(X)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=X.dtype, ensure_non_negative=True
         )
+        X = self._scaled_rows(X)
         _, inertia = labels_inertia(
             X, sample_weight, self._centers_as(X), self._offset_as(X)
         )
-        return -inertia
+        return -square * inertia
 
     def _centers_as(self, X):
-        return self.cluster_centers_.astype(X.dtype, copy=False)
+        """Return the centres in the working units of the fit, dtype of ``X``."""
+        centers = self.cluster_centers_.astype(X.dtype, copy=False)
+        return scaled(centers, self._scale_of_fit())
 
     def _offset_as(self, X):
         if sp.issparse(X):
             return np.zeros(X.shape[1], dtype=X.dtype)
         return self._offset.astype(X.dtype, copy=False)
+
+    def _scaled_rows(self, X):
+        """Return new rows ``X`` in the working units of the fit."""
+        return scaled(X, self._scale_of_fit())
+
+    def _scale_of_fit(self):
+        # Models fitted before working units existed work at scale 1.
+        return getattr(self, "_scale", 1.0)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -591,10 +662,10 @@ class RBFKMeans(_BaseRBFKMeans):
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         init = self._check_init_array(X) if self._init_is_array else self.init
+        X, offset, init = self._working_units(X, sample_weight, init)
         n_init = self._resolve_n_init()
         tol = _tolerance(X, sample_weight, self.tol)
         random_state = check_random_state(self.random_state)
-        offset = data_offset(X, sample_weight)
         x_sq = squared_norms(X, offset)
 
         def run(centers, sigma):
@@ -627,9 +698,10 @@ class RBFKMeans(_BaseRBFKMeans):
             X, sample_weight, init, n_init, random_state, run
         )
         self.objective_, centers, self.n_iter_, self.converged_, _ = best
-        self.sigma_ = sigma
+        self.objective_ *= self._scale * self._scale
+        self.sigma_ = sigma * self._scale
         self._warn_not_converged()
-        self._set_fitted(X, sample_weight, centers, offset, x_sq, sigma)
+        self._set_fitted(X, sample_weight, centers, offset, x_sq, self.sigma_)
         return self
 
     def _best_of_inits(self, Xs, ws, init, n_init, random_state, run):
@@ -641,7 +713,8 @@ class RBFKMeans(_BaseRBFKMeans):
         best run's tuple. NumPy and dask fits share it: ``Xs`` is all rows or
         the sample the initialisation uses.
         """
-        sigma = None if self.sigma == "auto" else float(self.sigma)
+        scale = self._scale_of_fit()
+        sigma = None if self.sigma == "auto" else float(self.sigma) / scale
         best = None
         for _ in range(n_init):
             centers = self._init_centroids(Xs, init, random_state, ws)
@@ -741,9 +814,9 @@ class RBFKMeans(_BaseRBFKMeans):
 
     def _partial_fit_batch(self, X, sample_weight):
         """One online EM step on a validated batch (see ``partial_fit``)."""
-        if hasattr(self, "cluster_centers_"):
-            centers = self.cluster_centers_
-            X = X.astype(centers.dtype, copy=False)
+        fitted = hasattr(self, "cluster_centers_")
+        if fitted:
+            X = X.astype(self.cluster_centers_.dtype, copy=False)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=X.dtype, ensure_non_negative=True
         )
@@ -751,7 +824,10 @@ class RBFKMeans(_BaseRBFKMeans):
             raise ValueError(
                 "Sample weights must contain at least one non-zero number."
             )
-        if not hasattr(self, "cluster_centers_"):
+        if fitted:
+            X = self._scaled_rows(X)
+            centers = self._centers_as(X)
+        else:
             if X.shape[0] < self.n_clusters:
                 raise ValueError(
                     f"n_samples={X.shape[0]} should be >= "
@@ -760,31 +836,33 @@ class RBFKMeans(_BaseRBFKMeans):
                 )
             self._init_is_array = _is_arraylike_not_scalar(self.init)
             init = self._check_init_array(X) if self._init_is_array else self.init
+            # The first batch sets the working units of the whole stream.
+            X, self._offset, init = self._working_units(X, sample_weight, init)
             random_state = check_random_state(self.random_state)
             centers = self._init_centroids(X, init, random_state, sample_weight)
-            self._offset = data_offset(X, sample_weight)
             self.sigma_ = (
-                _auto_sigma(centers, X, sample_weight)
+                _auto_sigma(centers, X, sample_weight) * self._scale
                 if self.sigma == "auto"
                 else float(self.sigma)
             )
+        scale = self._scale_of_fit()
         # The running statistics belong to the centres they produced: after
         # a fit (new centres) the stream starts again.
         stream = getattr(self, "_stream", None)
-        if stream is None or stream[2] is not centers:
+        if stream is None or stream[2] is not getattr(self, "cluster_centers_", None):
             self.n_steps_ = 0
-            stream = (np.zeros(self.n_clusters), np.zeros(centers.shape), centers)
+            stream = (np.zeros(self.n_clusters), np.zeros(centers.shape), None)
         self.n_steps_ += 1
         centers, stats = online_em_step(
             X,
             sample_weight,
             centers,
-            self.sigma_,
+            self.sigma_ / scale,
             self.activation,
             self._offset,
             stream[:2],
             self.n_steps_,
         )
-        self.cluster_centers_ = centers
-        self._stream = (*stats, centers)
+        self.cluster_centers_ = scaled(centers, 1.0 / scale)
+        self._stream = (*stats, self.cluster_centers_)
         self._n_features_out = centers.shape[0]

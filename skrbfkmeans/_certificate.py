@@ -1,0 +1,91 @@
+"""An independent check of the certificate: explicit differences in float64.
+
+The engine's distances come from ``||mu||^2 - 2 x . mu`` (one GEMM), whose
+rounding grows with the squared norms: for data far from the origin, or in
+float32, a margin can look positive where it is not. Before a fit reports
+``certified_=True`` this module recomputes, with no shared code, every
+squared distance as ``sum_f (x_if - mu_jf)^2`` in float64 and asks the two
+questions the certificate answers:
+
+1. every sample of positive weight has a unique nearest centre, with a
+   margin ``d_(2) - d_(1)`` of at least ``4 sigma^2`` (entmax-1.5 is then
+   exactly one-hot at width ``sigma``): the certified width is at most
+   half the square root of the smallest explicit margin;
+2. every centre is the weighted mean of its samples (a Lloyd step leaves it
+   in place), to the rounding of that mean.
+
+Cost: ``n k d`` subtractions and products (no GEMM), in blocks of at most
+``_BLOCK_BYTES`` of differences; run once per fit.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+_BLOCK_BYTES = 8 << 20
+
+
+def _explicit_distances(Xb, centers):
+    """``d_ij = sum_f (x_if - mu_jf)^2`` by explicit differences, float64."""
+    diff = Xb[:, None, :] - centers[None, :, :]
+    return np.einsum("ijf,ijf->ij", diff, diff)
+
+
+def explicit_fixed_point(X, sample_weight, centers):
+    """Smallest margin and the fixed-point test, from explicit differences.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The data, in the units of ``centers``.
+    sample_weight : ndarray of shape (n_samples,)
+        Non-negative weights; samples of weight 0 do not enter the check.
+    centers : ndarray of shape (n_clusters, n_features)
+        The centres to check.
+
+    Returns
+    -------
+    margin : float
+        A lower bound of ``min_i d_i(2) - d_i(1)`` over the samples of
+        positive weight (each margin less its rounding bound); ``inf`` for
+        one centre. Condition 1 holds at every ``sigma`` with
+        ``4 sigma^2 <= margin`` when ``margin > 0``.
+    fixed : bool
+        Whether every centre with samples equals their weighted mean to the
+        rounding of that mean (condition 2).
+    """
+    n_samples, n_features = X.shape
+    C = np.asarray(centers, dtype=np.float64)
+    n_clusters = C.shape[0]
+    eps = np.finfo(np.float64).eps
+    margin = np.inf
+    N = np.zeros(n_clusters)
+    S = np.zeros((n_clusters, n_features))
+    step = max(1, _BLOCK_BYTES // (8 * max(1, n_clusters * n_features)))
+    for start in range(0, n_samples, step):
+        sl = slice(start, min(start + step, n_samples))
+        w = np.asarray(sample_weight[sl], dtype=np.float64)
+        keep = w > 0
+        if not keep.any():
+            continue
+        Xb = X[sl].toarray() if sp.issparse(X) else X[sl]
+        Xb = np.asarray(Xb, dtype=np.float64)[keep]
+        w = w[keep]
+        D = _explicit_distances(Xb, C)
+        labels = np.argmin(D, axis=1)
+        if n_clusters > 1:
+            two = np.partition(D, 1, axis=1)[:, :2]
+            # A sum of d rounded squares is exact to about d ulps of the
+            # larger distance; the margin loses that much at most.
+            slack = 4.0 * (n_features + 2) * eps * two[:, 1]
+            margin = min(margin, float(np.min(two[:, 1] - two[:, 0] - slack)))
+        rows = np.arange(labels.size)
+        S += sp.csr_matrix((w, (labels, rows)), shape=(n_clusters, labels.size)) @ Xb
+        N += np.bincount(labels, weights=w, minlength=n_clusters)
+    alive = N > 0
+    means = S[alive] / N[alive, None]
+    # A weighted mean of values of magnitude m is exact to a few ulps of m
+    # (times the depth of the sums); the centres carry their dtype's rounding.
+    magnitude = np.abs(means).max(initial=0.0) + np.abs(C[alive]).max(initial=0.0)
+    tol = 64.0 * max(np.finfo(centers.dtype).eps, eps * np.log2(n_samples + 2))
+    fixed = bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
+    return margin, fixed

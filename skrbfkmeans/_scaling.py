@@ -1,0 +1,112 @@
+"""The data's working units: centred on its mean, scaled by a power of 4.
+
+Squared distances of data near 1e-155 are subnormal and those of data near
+1e200 overflow float64 (float32: from about 1e-20 and 1e20). The engine
+therefore works on ``(X - offset) / scale`` without changing any result at
+ordinary scales: the offset is removed block by block as before, and the
+scale is 1 unless the centred data's largest magnitude leaves a window of
+``2^(+-maxexp/4)`` (float64: about 1e-77 to 1e77; float32: 2e-10 to 4e9).
+Outside the window the rows are divided by a power of 4 (one scaled copy),
+which is exact in floating point: the fit of ``4^m X`` is the fit of ``X``
+with every length multiplied by ``2^m`` (``sqrt`` of a power of 4 is exact
+too), so the fitted model is equivariant under ``X -> a X``.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._engine import data_offset
+
+
+def working_units(X, sample_weight, centers=None):
+    """Rows, offset and centres in working units, and the scale.
+
+    Returns ``(X / scale, offset / scale, centers / scale, scale)``: the rows
+    are ``X`` itself at scale 1, the offset is the weighted mean (zeros for
+    sparse ``X``) and ``centers`` may be ``None``. Raises a ``ValueError``
+    when the distortion of ``X`` cannot be represented (see
+    ``check_representable``).
+    """
+    offset = data_offset(X, sample_weight)
+    magnitude = centred_magnitude(X, offset)
+    if centers is not None:
+        magnitude = max(magnitude, centred_magnitude(centers, offset))
+    check_representable(X, offset, magnitude, float(sample_weight.sum()))
+    scale = safe_scale(magnitude, X.dtype)
+    centers = None if centers is None else scaled(centers, scale)
+    return scaled(X, scale), scaled(offset, scale), centers, scale
+
+
+def safe_scale(magnitude, dtype):
+    """Power of 4 that brings ``magnitude`` near 1, or 1.0 inside the window.
+
+    ``magnitude`` is the largest absolute value of the centred data (and of
+    any centres given with it). Zero or a non-finite value gives 1.0: the
+    caller decides what such data mean.
+    """
+    if not (np.isfinite(magnitude) and magnitude > 0):
+        return 1.0
+    limit = np.finfo(dtype).maxexp // 4
+    exponent = int(np.frexp(magnitude)[1])
+    if -limit <= exponent <= limit:
+        return 1.0
+    # An even exponent: the scale is a power of 4, whose square root is exact.
+    return float(np.ldexp(1.0, exponent - exponent % 2))
+
+
+def centred_magnitude(X, offset):
+    """``max_ij |x_ij - offset_j|`` (stored entries and zeros for sparse)."""
+    if sp.issparse(X):
+        if X.nnz == 0:
+            return float(np.abs(offset).max(initial=0.0))
+        data = np.abs(X.data - offset[X.indices]) if np.any(offset) else np.abs(X.data)
+        # Implicit zeros are at |offset_j| from the offset.
+        return float(max(data.max(), np.abs(offset).max(initial=0.0)))
+    if X.size == 0:
+        return 0.0
+    # Column extremes avoid an n x d temporary.
+    high = float(np.max(X.max(axis=0) - offset))
+    low = float(np.max(offset - X.min(axis=0)))
+    return max(high, low)
+
+
+def check_representable(X, offset, magnitude, total_weight, what="X"):
+    """Raise a ``ValueError`` when ``X``'s distortion cannot be represented.
+
+    The centres and labels of any finite data can be computed in working
+    units, but the inertia and the free energy are reported in the user's
+    units, as float64: squared distances up to ``4 d magnitude^2`` summed
+    with the total weight must not overflow. The message gives the factor
+    to divide ``X`` by.
+    """
+    limit = float(np.finfo(np.float64).max)
+    finite = np.all(np.isfinite(offset)) and np.isfinite(magnitude)
+    if finite and magnitude == 0:
+        return
+    # In log2, since magnitude^2 itself may overflow.
+    budget = np.log2(limit) - np.log2(4.0 * max(X.shape[1], 1) * total_weight)
+    if finite and 2.0 * np.log2(magnitude) < budget:
+        return
+    if not finite:
+        raise ValueError(
+            f"{what} is too large to cluster in {X.dtype}: its weighted mean "
+            f"overflows (the largest {X.dtype} is {np.finfo(X.dtype).max:.3g}). "
+            f"Divide {what} by a constant, or use float64."
+        )
+    factor = 2.0 ** np.ceil(np.log2(magnitude) - budget / 2.0 + 1.0)
+    raise ValueError(
+        f"{what} is too large to cluster: its squared distances (up to "
+        f"{magnitude:.3g}^2) summed over the samples overflow float64, so the "
+        f"inertia cannot be represented. Divide {what} by at least "
+        f"{factor:.3g}."
+    )
+
+
+def scaled(X, scale):
+    """``X / scale`` (a copy) or ``X`` itself when ``scale`` is 1."""
+    if scale == 1.0:
+        return X
+    inv = X.dtype.type(1.0 / scale)
+    if sp.issparse(X):
+        return X * inv
+    return np.multiply(X, inv)
