@@ -104,14 +104,33 @@ class BlockBuffers:
         )
 
 
+def centred_rows(X, offset):
+    """``X - offset`` as a new array; CSR stays CSR (see ``centred_block``)."""
+    if not sp.issparse(X):
+        return X - offset
+    columns = np.flatnonzero(offset)
+    if columns.size == 0:
+        return X
+    # The offset's columns become stored entries of every row (the sparse
+    # offset is non-zero only where a column is mostly stored anyway).
+    n, m = X.shape[0], columns.size
+    shift = sp.csr_matrix(
+        (np.tile(-offset[columns], n), np.tile(columns, n), np.arange(0, n * m + 1, m)),
+        shape=X.shape,
+    )
+    return (X + shift).tocsr()
+
+
 def centred_block(X, sl, offset, buf):
-    """Rows ``sl`` of ``X`` minus ``offset`` (dense), or the CSR rows as they are.
+    """Rows ``sl`` of ``X`` minus ``offset``, without touching ``X``.
 
     Dense data is centred on the fly so that float32 distances do not cancel
-    catastrophically, without copying or modifying the caller's array.
+    catastrophically, without copying or modifying the caller's array. CSR
+    rows stay CSR: their offset (``_engine.data_offset``) is zero except on
+    the columns whose mean dominates their spread, which become stored.
     """
     if sp.issparse(X):
-        return X[sl]
+        return centred_rows(X[sl], offset)
     Xb = buf.X[: sl.stop - sl.start]
     np.subtract(X[sl], offset, out=Xb)
     return Xb

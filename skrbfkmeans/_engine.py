@@ -23,6 +23,7 @@ from ._assign import (
     block_rows,
     blocks,
     centred_block,
+    centred_rows,
     partial_distances,
     pooled_empty,
     responsibilities_inplace,
@@ -68,17 +69,46 @@ class PassResult(NamedTuple):
     moments: np.ndarray
 
 
+def column_mean_variance(X, sample_weight):
+    """Weighted mean and variance of every column (float64).
+
+    Sums of squared deviations, never ``E[x^2] - mean^2`` (which cancels for
+    a column far from 0); for CSR input the implicit zeros deviate by
+    ``-mean`` with the weight the column does not store.
+    """
+    w = sample_weight / sample_weight.sum(dtype=np.float64)
+    if not sp.issparse(X):
+        mean = w @ X
+        return mean, w @ (X - mean) ** 2
+    X = X.tocsr()
+    d = X.shape[1]
+    mean = np.asarray(X.T @ w).ravel()
+    w_stored = np.repeat(w, np.diff(X.indptr))
+    deviation = X.data - mean[X.indices]
+    stored_var = np.bincount(X.indices, weights=w_stored * deviation**2, minlength=d)
+    stored_w = np.bincount(X.indices, weights=w_stored, minlength=d)
+    return mean, stored_var + np.maximum(1.0 - stored_w, 0.0) * mean**2
+
+
 def data_offset(X, sample_weight):
-    """Weighted mean of dense ``X`` (rows are centred on it), zeros for sparse."""
+    """Return the point the engine centres rows on.
+
+    Dense ``X``: its weighted mean. CSR ``X``: the mean of the columns whose
+    mean dominates their spread (``mean^2 > variance``, so mostly stored),
+    zero elsewhere; there uncentred distances would cancel, and centring
+    adds few stored entries. Centring elsewhere would make the rows dense.
+    """
     if sp.issparse(X):
-        return np.zeros(X.shape[1], dtype=X.dtype)
+        mean, var = column_mean_variance(X, sample_weight)
+        return np.where(mean**2 > var, mean, 0.0).astype(X.dtype)
     return (sample_weight @ X / sample_weight.sum()).astype(X.dtype)
 
 
 def squared_norms(X, offset):
     """``||x_i - offset||^2`` for every row, computed block by block."""
     if sp.issparse(X):
-        return np.asarray(X.multiply(X).sum(axis=1), dtype=X.dtype).ravel()
+        Xc = centred_rows(X, offset)
+        return np.asarray(Xc.multiply(Xc).sum(axis=1), dtype=X.dtype).ravel()
     out = np.empty(X.shape[0], dtype=X.dtype)
     step = max(1, (1 << 20) // max(1, X.shape[1] * X.itemsize))
     # One reused 1 MiB buffer: fresh ones cost page faults on every block

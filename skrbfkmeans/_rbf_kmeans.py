@@ -25,8 +25,9 @@ from sklearn.utils.validation import (
 )
 
 from . import _dask, _dask_fit
-from ._assign import ACTIVATIONS
+from ._assign import ACTIVATIONS, centred_rows
 from ._engine import (
+    column_mean_variance,
     data_offset,
     em_fixed_sigma,
     labels_inertia,
@@ -39,27 +40,8 @@ from ._stream import online_em_step
 
 
 def _weighted_mean_variance(X, sample_weight):
-    """Mean over features of the weighted variance of ``X``.
-
-    Sums of squared deviations from the mean, never ``E[x^2] - mean^2``:
-    the difference cancels catastrophically for a column far from 0.
-    """
-    w = sample_weight / sample_weight.sum()
-    if sp.issparse(X):
-        X = X.tocsr()
-        mean = np.asarray(X.T @ w).ravel()
-        # Stored entries deviate by x - mean; the implicit zeros (weight
-        # 1 - the column's stored weight) by -mean.
-        w_stored = np.repeat(w, np.diff(X.indptr))
-        d = X.shape[1]
-        stored_var = np.bincount(
-            X.indices, weights=w_stored * (X.data - mean[X.indices]) ** 2, minlength=d
-        )
-        stored_w = np.bincount(X.indices, weights=w_stored, minlength=d)
-        var = stored_var + np.maximum(1.0 - stored_w, 0.0) * mean**2
-    else:
-        mean = w @ X
-        var = w @ (X - mean) ** 2
+    """Mean over features of the weighted variance of ``X``."""
+    _, var = column_mean_variance(X, sample_weight)
     return max(float(np.mean(var)), 0.0)
 
 
@@ -191,7 +173,7 @@ class _BaseRBFKMeans(
             # origin the seeding's distances cancel. The seeds are rows of X.
             offset = data_offset(X, sample_weight)
             _, seeds = kmeans_plusplus(
-                X - offset if np.any(offset) else X,
+                centred_rows(X, offset) if np.any(offset) else X,
                 n_clusters,
                 sample_weight=sample_weight,
                 random_state=random_state,
@@ -410,7 +392,7 @@ class _BaseRBFKMeans(
         centers, offset = self._centers_as(X), self._offset_as(X)
         if np.any(offset):
             # Centred, as in fit: far from the origin the distances cancel.
-            X, centers = X - offset, centers - offset
+            X, centers = centred_rows(X, offset), centers - offset
         distances = euclidean_distances(X, centers)
         return distances * distances.dtype.type(scale) if scale != 1.0 else distances
 
@@ -455,8 +437,8 @@ class _BaseRBFKMeans(
         return scaled(centers, self._scale_of_fit())
 
     def _offset_as(self, X):
-        if sp.issparse(X):
-            return np.zeros(X.shape[1], dtype=X.dtype)
+        # Sparse rows are centred only on the offset's non-zero columns: for a
+        # model fitted on sparse data, those its mean dominates.
         return self._offset.astype(X.dtype, copy=False)
 
     def _scaled_rows(self, X):
