@@ -169,11 +169,13 @@ class _BaseRBFKMeans(
         if self._init_is_array:
             return init.copy()
         if isinstance(init, str) and init == "k-means++":
-            # On centred rows (one copy, as KMeans makes): far from the
-            # origin the seeding's distances cancel. The seeds are rows of X.
-            offset = data_offset(X, sample_weight)
+            # Far from the origin the seeding's distances cancel: there it
+            # runs on centred rows (one copy, as KMeans makes), elsewhere on
+            # X itself (no copy). The seeds are rows of X either way.
+            mean, var = column_mean_variance(X, sample_weight)
+            far = float(mean @ mean) > float(var.sum())
             _, seeds = kmeans_plusplus(
-                centred_rows(X, offset) if np.any(offset) else X,
+                centred_rows(X, data_offset(X, sample_weight)) if far else X,
                 n_clusters,
                 sample_weight=sample_weight,
                 random_state=random_state,
