@@ -82,25 +82,33 @@ def column_mean_variance(X, sample_weight):
         return mean, w @ (X - mean) ** 2
     X = X.tocsr()
     d = X.shape[1]
-    mean = np.asarray(X.T @ w).ravel()
+    # In units of a power of 2 near the largest entry: the squares of data
+    # near 1e160 (whose working units come later) must not overflow.
+    unit = float(np.ldexp(1.0, int(np.frexp(np.abs(X.data).max(initial=1.0))[1])))
+    data = X.data / unit
+    mean = np.asarray(X.T @ w).ravel() / unit
     w_stored = np.repeat(w, np.diff(X.indptr))
-    deviation = X.data - mean[X.indices]
+    deviation = data - mean[X.indices]
     stored_var = np.bincount(X.indices, weights=w_stored * deviation**2, minlength=d)
     stored_w = np.bincount(X.indices, weights=w_stored, minlength=d)
-    return mean, stored_var + np.maximum(1.0 - stored_w, 0.0) * mean**2
+    var = stored_var + np.maximum(1.0 - stored_w, 0.0) * mean**2
+    return mean * unit, var * unit * unit
 
 
 def data_offset(X, sample_weight):
     """Return the point the engine centres rows on.
 
     Dense ``X``: its weighted mean. CSR ``X``: the mean of the columns whose
-    mean dominates their spread (``mean^2 > variance``, so mostly stored),
-    zero elsewhere; there uncentred distances would cancel, and centring
-    adds few stored entries. Centring elsewhere would make the rows dense.
+    mean dominates their spread (``|mean| > std``, so mostly stored), zero
+    elsewhere; there uncentred distances would cancel, and centring adds
+    few stored entries. Centring elsewhere would make the rows dense.
     """
     if sp.issparse(X):
         mean, var = column_mean_variance(X, sample_weight)
-        return np.where(mean**2 > var, mean, 0.0).astype(X.dtype)
+        # Compared without squaring the mean (it may be near 1e160).
+        with np.errstate(over="ignore"):
+            dominant = np.abs(mean) > np.sqrt(var)
+        return np.where(dominant, mean, 0.0).astype(X.dtype)
     return (sample_weight @ X / sample_weight.sum()).astype(X.dtype)
 
 

@@ -389,7 +389,7 @@ class _BaseRBFKMeans(
         scale = self._scale_of_fit()
         if _dask.is_dask_collection(X):
             X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
-            return _dask.transform(X, self._centers_as(X)) * scale
+            return _dask.transform(X, self._centers_as(X), self._offset_as(X)) * scale
         X = self._scaled_rows(self._check_test_data(X))
         centers, offset = self._centers_as(X), self._offset_as(X)
         if np.any(offset):

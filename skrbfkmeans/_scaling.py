@@ -57,11 +57,13 @@ def safe_scale(magnitude, dtype):
 def centred_magnitude(X, offset):
     """``max_ij |x_ij - offset_j|`` (stored entries and zeros for sparse)."""
     if sp.issparse(X):
-        if X.nnz == 0:
-            return float(np.abs(offset).max(initial=0.0))
-        data = np.abs(X.data - offset[X.indices]) if np.any(offset) else np.abs(X.data)
-        # Implicit zeros are at |offset_j| from the offset.
-        return float(max(data.max(), np.abs(offset).max(initial=0.0)))
+        X = X.tocsr()
+        stored = np.abs(X.data - offset[X.indices])
+        # Implicit zeros are at |offset_j| from the offset, in the columns
+        # that have some.
+        count = np.bincount(X.indices, minlength=X.shape[1])
+        zeros = np.abs(offset[count < X.shape[0]])
+        return float(max(stored.max(initial=0.0), zeros.max(initial=0.0)))
     if X.size == 0:
         return 0.0
     # Column extremes avoid an n x d temporary.
