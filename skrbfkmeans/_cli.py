@@ -1,19 +1,26 @@
 """The command line: ``python -m skrbfkmeans {demo,cluster,reproduce}``.
 
 Errors a user can fix (a missing or malformed file, a bad option) print one
-line ``skrbfkmeans: error: ...`` on stderr and exit with status 2; warnings
-print one line ``skrbfkmeans: warning: ...``. Outputs are written to a
-temporary file in the destination directory and renamed into place, so an
-output is either complete or untouched.
+line ``skrbfkmeans: error: ...`` on stderr and exit with status 2, and so do
+the ``ValueError`` and ``OSError`` of the libraries underneath; warnings
+print one line ``skrbfkmeans: warning: ...``. Ctrl-C prints
+``skrbfkmeans: interrupted`` and exits with status 130, SIGTERM
+``skrbfkmeans: terminated`` and 143. Outputs are written to a temporary file
+in the destination directory and renamed into place, so an output is either
+complete or untouched, whenever the command stops; an existing read-only
+output is replaced only with ``--force``.
 """
 
 import argparse
 import contextlib
 import csv
+import itertools
 import math
 import os
+import signal
 import sys
 import tempfile
+import threading
 import time
 import warnings
 
@@ -25,6 +32,15 @@ FIGURE_NOTE = 'figures need matplotlib: pip install "skrbfkmeans[plot]"'
 
 class CLIError(Exception):
     """An error the user can fix: printed as one line, exit status 2."""
+
+
+class _Terminated(BaseException):
+    """Raised by the SIGTERM handler of :func:`main`.
+
+    A ``BaseException``, as ``KeyboardInterrupt`` is: ``except Exception`` in
+    the libraries underneath does not swallow it, and the cleanups it unwinds
+    through (``write_atomic``'s) run.
+    """
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,33 +75,51 @@ def _positive_float(text):
 # -- files ------------------------------------------------------------------
 
 
-def _read_csv(path):
-    """Numbers of a comma-separated file; the first row may be a header.
+def _read_csv(path, header=None):
+    """Numbers of a comma-separated file, with or without a header row.
 
-    A first row that does not parse as numbers is a header. Returns
+    ``header=True`` takes the first row as the header and ``False`` as data.
+    ``None`` takes it as the header only when none of its fields is a number
+    and a later row is all numbers (see :func:`_is_header`): a data row with
+    a bad field, ``NA,2`` or ``1,``, is reported, never dropped. Returns
     ``(X, names)`` with ``names`` ``None`` without a header.
     """
     rows, names, n_columns = [], None, None
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
             reader = csv.reader(f)
-            for fields in reader:
-                if not any(field.strip() for field in fields):
-                    continue
-                line = f"{path}, line {reader.line_num}"
-                values = _parse_numbers(fields)
-                if n_columns is None and values is None:
-                    names = [field.strip() for field in fields]
-                    n_columns = len(names)
-                    continue
+            # (line number, fields) of each row that is not blank.
+            records = (
+                (reader.line_num, fields)
+                for fields in reader
+                if any(field.strip() for field in fields)
+            )
+            first = next(records, None)
+            detected = header is None and first is not None
+            if detected:
+                header, read = _is_header(first[1], records)
+                records = itertools.chain(read, records)
+            if header and first is not None:
+                names = [field.strip() for field in first[1]]
+                n_columns = len(names)
+            elif first is not None:
+                records = itertools.chain([first], records)
+            for line_num, fields in records:
+                line = f"{path}, line {line_num}"
                 if n_columns is not None and len(fields) != n_columns:
                     plural = "" if len(fields) == 1 else "s"
                     raise CLIError(
                         f"{line}: {len(fields)} field{plural}, expected {n_columns}"
                     )
                 n_columns = len(fields)
+                values = _parse_numbers(fields)
                 if values is None:
-                    raise CLIError(f"{line}: {_first_non_number(fields, names)}")
+                    hint = ""
+                    first_row = names is None and not rows
+                    if detected and first_row and not any(map(_is_number, fields)):
+                        hint = "; no later row is all numbers (pass --header if "
+                        hint += "it is a header)"
+                    raise CLIError(f"{line}: {_first_non_number(fields, names)}{hint}")
                 if not all(math.isfinite(v) for v in values):
                     raise CLIError(f"{line}: NaN or infinite value")
                 rows.append(values)
@@ -96,6 +130,35 @@ def _read_csv(path):
     if not rows:
         raise CLIError(f"{path}: no data rows")
     return np.array(rows, dtype=np.float64), names
+
+
+def _is_header(fields, records):
+    """Whether the first row ``fields`` is a header; and the next row read.
+
+    A header has no field that is a number, and some later row has only
+    numbers (or no row follows: a header alone, reported as "no data rows").
+    ``records`` is read up to that row, but only the row after the first is
+    returned, to be read again: when it is not all numbers it is an error
+    whichever the first row is, and reading stops there. So a file with a
+    text column (no row all numbers) is scanned, not held in memory.
+    """
+    if any(_is_number(field) for field in fields):
+        return False, []
+    second = next(records, None)
+    if second is None:
+        return True, []
+    if all(_is_number(field) for field in second[1]):
+        return True, [second]
+    later = any(all(_is_number(field) for field in r[1]) for r in records)
+    return later, [second]
+
+
+def _is_number(field):
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse_numbers(fields):
@@ -141,8 +204,12 @@ def _read_npy(path):
     return X.astype(np.float64, copy=False), None
 
 
-def read_input(path):
-    """Read INPUT (``.csv`` or ``.npy``): ``(X, feature names or None)``."""
+def read_input(path, header=None):
+    """Read INPUT (``.csv`` or ``.npy``): ``(X, feature names or None)``.
+
+    ``header`` (``.csv`` only): whether the first row is a header; ``None``
+    decides from the file (see :func:`_read_csv`).
+    """
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such file")
     if os.path.isdir(path):
@@ -153,8 +220,13 @@ def read_input(path):
             f"{path}: unknown extension {extension or '(none)'!r}; "
             "INPUT must be .csv or .npy"
         )
+    if header is not None and extension != ".csv":
+        raise CLIError(f"{path}: --header and --no-header apply to .csv input")
     try:
-        X, names = _read_csv(path) if extension == ".csv" else _read_npy(path)
+        if extension == ".csv":
+            X, names = _read_csv(path, header)
+        else:
+            X, names = _read_npy(path)
     except OSError as exc:
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
     bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
@@ -181,6 +253,41 @@ def _check_output(path, option, args):
         raise CLIError(
             f"{option} {path} is the input file; pass --force to overwrite it"
         )
+    _check_replaceable(path, f"{option} {path}", args.force)
+
+
+def _check_replaceable(path, what, force):
+    """Refuse to replace an existing read-only file ``path`` without --force.
+
+    The directory decides whether ``os.replace`` may replace a file, not the
+    file's own permissions: a file made read-only to protect it would be
+    replaced silently. The mode bits are checked as well as ``os.access``,
+    which is always true for root.
+    """
+    if force or not os.path.exists(path):
+        return
+    if not os.access(path, os.W_OK) or not os.stat(path).st_mode & 0o222:
+        raise CLIError(f"{what} is read-only; pass --force to replace it")
+
+
+@contextlib.contextmanager
+def _signals_deferred():
+    """Hold SIGINT and SIGTERM back until the block is done.
+
+    For steps that must not be cut in two by Ctrl-C: a temporary file made
+    but not yet recorded for removal, the umask read by setting it, a set of
+    outputs half renamed. A signal that came meanwhile is handled when the
+    block ends. Where signals cannot be blocked (Windows) the block runs as
+    is.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def write_atomic(outputs, binary=False):
@@ -189,30 +296,46 @@ def write_atomic(outputs, binary=False):
     Each ``write(file)`` fills a temporary file (text, or bytes if
     ``binary``) in its destination's directory; only once all are written
     are they renamed into place (``os.replace`` is atomic within a file
-    system).
+    system). Whatever stops it, an exception, Ctrl-C or SIGTERM (see
+    :func:`main`), removes the temporary files.
     """
-    umask = os.umask(0)
-    os.umask(umask)
+    with _signals_deferred():
+        umask = os.umask(0)
+        os.umask(umask)
     temporary = []
+    text = {} if binary else {"newline": "", "encoding": "utf-8"}
     try:
         for path, write in outputs:
             directory = os.path.dirname(os.path.abspath(path))
-            fd, tmp = tempfile.mkstemp(
-                dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
-            )
-            temporary.append(tmp)
-            # mkstemp makes the file private (0600); a normal output is not.
-            os.chmod(tmp, 0o666 & ~umask)
-            text = {} if binary else {"newline": "", "encoding": "utf-8"}
-            with os.fdopen(fd, "wb" if binary else "w", **text) as f:
+            with _signals_deferred():
+                fd, tmp = tempfile.mkstemp(
+                    dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+                )
+                temporary.append(tmp)
+                f = os.fdopen(fd, "wb" if binary else "w", **text)
+            with f:
+                # mkstemp makes the file private (0600); a normal output is not.
+                os.chmod(tmp, 0o666 & ~umask)
                 write(f)
-        for (path, _), tmp in zip(outputs, temporary):
-            os.replace(tmp, path)
+        # Renamed together: an interrupt waits until the set is in place.
+        with _signals_deferred():
+            for (path, _), tmp in zip(outputs, temporary):
+                os.replace(tmp, path)
     except BaseException:
-        for tmp in temporary:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        with _signals_deferred():
+            for tmp in temporary:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
         raise
+
+
+def _write_outputs(outputs, binary=False):
+    """:func:`write_atomic`, its ``OSError`` reported as one line."""
+    try:
+        write_atomic(outputs, binary)
+    except OSError as exc:
+        paths = " and ".join(path for path, _ in outputs)
+        raise CLIError(f"cannot write {paths}: {exc.strerror or exc}") from None
 
 
 @contextlib.contextmanager
@@ -244,7 +367,7 @@ def _cmd_cluster(args):
 
     if args.activation == "auto" and not args.anneal:
         raise CLIError("--activation auto needs --anneal")
-    X, names = read_input(args.input)
+    X, names = read_input(args.input, args.header)
     _check_output(args.output, "--output", args)
     if args.centers is not None:
         _check_output(args.centers, "--centers", args)
@@ -256,7 +379,9 @@ def _cmd_cluster(args):
             f"--n-clusters {args.n_clusters} is larger than the number of rows "
             f"({n_samples}) in {args.input}"
         )
-    header = " (header detected)" if names is not None else ""
+    header = ""
+    if names is not None:
+        header = " (header)" if args.header else " (header detected)"
     if args.verbose:
         print(f"read {args.input}: {n_samples} rows x {n_features} columns{header}")
 
@@ -303,11 +428,7 @@ def _cmd_cluster(args):
     outputs = [(args.output, write_assignments)]
     if args.centers is not None:
         outputs.append((args.centers, write_centers))
-    try:
-        write_atomic(outputs)
-    except OSError as exc:
-        paths = " and ".join(path for path, _ in outputs)
-        raise CLIError(f"cannot write {paths}: {exc.strerror or exc}") from None
+    _write_outputs(outputs)
     certified = f", certified={est.certified_}" if args.anneal else ""
     print(
         f"{type(est).__name__}: {n_samples} samples, {args.n_clusters} clusters, "
@@ -353,7 +474,7 @@ def _output_dir(path):
 
 
 def _save_figure(fig, path):
-    write_atomic([(path, lambda f: fig.savefig(f, format="png", dpi=110))], True)
+    _write_outputs([(path, lambda f: fig.savefig(f, format="png", dpi=110))], True)
     print(f"wrote {os.path.abspath(path)}")
 
 
@@ -373,6 +494,10 @@ def _cmd_demo(args):
     from ._annealed_rbf_kmeans import AnnealedRBFKMeans
 
     out_dir = _output_dir(args.output_dir)
+    figure = os.path.join(out_dir, "annealing_path.png")
+    if _have_matplotlib():
+        # Before the minutes of work, not after.
+        _check_replaceable(figure, figure, args.force)
     X_digits, y_digits = load_digits(return_X_y=True)
     X_blobs, y_blobs = make_blobs(
         n_samples=1000, centers=5, cluster_std=1.5, random_state=0
@@ -436,7 +561,7 @@ def _cmd_demo(args):
     for ax, (name, ann) in zip(fig.subplots(1, len(annealed)), annealed):
         plot_annealing_path(ann, ax=ax)
         ax.set_title(f"{name}: {ax.get_title()}")
-    _save_figure(fig, os.path.join(out_dir, "annealing_path.png"))
+    _save_figure(fig, figure)
     return 0
 
 
@@ -449,7 +574,21 @@ def _fmt(value, spec=".4g"):
 def _cmd_reproduce(args):
     from . import _reproduce
 
+    # k-means needs a row per cluster: found here rather than as a ValueError
+    # from deep inside the experiment.
+    need = max(_reproduce.make_dataset(name, 1)[1] for name in _reproduce.DATASETS)
+    if args.n_samples < need:
+        raise CLIError(
+            f"--n-samples {args.n_samples} is too small: a data set has {need} "
+            f"clusters, so at least {need} samples are needed"
+        )
     out_dir = _output_dir(args.output_dir)
+    csv_path = os.path.join(out_dir, "convergence.csv")
+    figures = ["convergence.png", "trajectories.png"] if _have_matplotlib() else []
+    figures = [os.path.join(out_dir, name) for name in figures]
+    for path in [csv_path, *figures]:
+        # Before the minutes of work, not after.
+        _check_replaceable(path, path, args.force)
     start = time.perf_counter()
     with _one_line_warnings():
         results = _reproduce.run_experiment(args.n_samples, args.n_widths)
@@ -501,20 +640,13 @@ def _cmd_reproduce(args):
         for name, activation, sigma, distance in _reproduce.convergence_rows(results):
             writer.writerow([name, activation, repr(sigma), repr(distance)])
 
-    path = os.path.join(out_dir, "convergence.csv")
-    write_atomic([(path, write_csv)])
-    print(f"wrote {os.path.abspath(path)}")
-    if not _have_matplotlib():
+    _write_outputs([(csv_path, write_csv)])
+    print(f"wrote {os.path.abspath(csv_path)}")
+    if not figures:
         print(f"{PROG}: warning: no figures written; {FIGURE_NOTE}", file=sys.stderr)
         return 0
-    _save_figure(
-        _reproduce.convergence_figure(results),
-        os.path.join(out_dir, "convergence.png"),
-    )
-    _save_figure(
-        _reproduce.trajectories_figure(results),
-        os.path.join(out_dir, "trajectories.png"),
-    )
+    _save_figure(_reproduce.convergence_figure(results), figures[0])
+    _save_figure(_reproduce.trajectories_figure(results), figures[1])
     return 0
 
 
@@ -559,14 +691,17 @@ def build_parser():
         metavar="DIR",
         help="where annealing_path.png goes (default: current directory)",
     )
+    demo.add_argument("--force", action="store_true", help="replace a read-only output")
     demo.set_defaults(func=_cmd_demo)
 
     cluster = sub.add_parser(
         "cluster",
         help="cluster a .csv or .npy file",
-        description="Cluster the rows of INPUT (comma-separated .csv, a first "
-        "row that is not numbers is a header; or .npy) and write OUT: a .csv "
-        "with a header label,resp_0,...,resp_{K-1} and one row per sample.",
+        description="Cluster the rows of INPUT (comma-separated .csv, or .npy) "
+        "and write OUT: a .csv with a header label,resp_0,...,resp_{K-1} and "
+        "one row per sample. Without --header or --no-header, the first row of "
+        "a .csv is a header when none of its fields is a number and a later row "
+        "is all numbers.",
     )
     cluster.add_argument("input", metavar="INPUT", help="a .csv or .npy file")
     cluster.add_argument(
@@ -582,6 +717,20 @@ def build_parser():
     )
     cluster.add_argument(
         "--centers", metavar="FILE", help="also write the centres to this .csv"
+    )
+    head = cluster.add_mutually_exclusive_group()
+    head.add_argument(
+        "--header",
+        action="store_const",
+        const=True,
+        help="the first row of the .csv is a header",
+    )
+    head.add_argument(
+        "--no-header",
+        action="store_const",
+        const=False,
+        dest="header",
+        help="the first row of the .csv is data",
     )
     how = cluster.add_mutually_exclusive_group()
     how.add_argument(
@@ -614,7 +763,9 @@ def build_parser():
         help="seeds the initialisation (default: 0, so that runs repeat)",
     )
     cluster.add_argument(
-        "--force", action="store_true", help="allow OUT or FILE to be INPUT"
+        "--force",
+        action="store_true",
+        help="allow OUT or FILE to be INPUT, or to replace a read-only file",
     )
     cluster.add_argument(
         "--verbose", "-v", action="count", default=0, help="print progress"
@@ -647,8 +798,46 @@ def build_parser():
         metavar="M",
         help="widths of the geometric grid, at least 12 (default: 16)",
     )
+    reproduce.add_argument(
+        "--force", action="store_true", help="replace read-only outputs"
+    )
     reproduce.set_defaults(func=_cmd_reproduce)
     return parser
+
+
+def _raise_terminated(signum, frame):
+    raise _Terminated
+
+
+@contextlib.contextmanager
+def _sigterm_raises():
+    """Turn SIGTERM into :class:`_Terminated` while the command runs.
+
+    The default action of SIGTERM ends the process at once, leaving the
+    temporary files of :func:`write_atomic` behind. Only the main thread can
+    set a handler; a SIGTERM ignored by whoever started the process stays
+    ignored. The previous handler is restored on the way out.
+    """
+    main_thread = threading.current_thread() is threading.main_thread()
+    if not main_thread or signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield
+        return
+    previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:
+        yield
+    finally:
+        # None: a handler not set from Python, which cannot be put back.
+        signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
+
+
+def _one_line(exc):
+    """Return the message of a library's exception on one line."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = exc.filename
+        if where is not None and exc.filename2 is not None:
+            where = f"{where} -> {exc.filename2}"
+        return exc.strerror if where is None else f"{where}: {exc.strerror}"
+    return " ".join(str(exc).split()) or type(exc).__name__
 
 
 def main(argv=None):
@@ -662,22 +851,33 @@ def main(argv=None):
     Returns
     -------
     status : int
-        0 on success, 2 on an error the user can fix.
+        0 on success, 2 on an error the user can fix, 130 after Ctrl-C
+        (SIGINT), 143 after SIGTERM.
     """
     try:
-        args = build_parser().parse_args(argv)
-        if getattr(args, "n_widths", 12) < 12:
-            raise CLIError("--n-widths must be at least 12")
-        return args.func(args)
+        with _sigterm_raises():
+            args = build_parser().parse_args(argv)
+            if getattr(args, "n_widths", 12) < 12:
+                raise CLIError("--n-widths must be at least 12")
+            return args.func(args)
     except CLIError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
     except BrokenPipeError:
         # The reader of stdout went away (``| head``): stop quietly, and keep
         # Python from failing again when it flushes stdout at exit.
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 1
+    except (ValueError, OSError) as exc:
+        # What the checks above did not foresee: a bad value the libraries
+        # reject, a file system that fails. The message says enough; a
+        # traceback would only bury it.
+        print(f"{PROG}: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    except _Terminated:
+        print(f"{PROG}: terminated", file=sys.stderr)
+        return 128 + signal.SIGTERM

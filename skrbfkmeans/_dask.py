@@ -136,14 +136,21 @@ def _minimum(*parts):
 
 
 def _summary_block(Xb, wb):
-    """Total weight, weighted column sums (float64), bad-value counts."""
+    """Total weight, weighted column sums (float64), bad-value counts.
+
+    The counts are of non-finite values of ``X``, and of NaN, infinite and
+    negative weights, each kind apart: the error names the kind, as the
+    NumPy path's does.
+    """
     Xb = np.asarray(Xb)
     w64 = wb.astype(np.float64)
     return (
         float(w64.sum()),
         w64 @ Xb,
         int((~np.isfinite(Xb)).sum()),
-        int((wb < 0).sum() + (~np.isfinite(wb)).sum()),
+        int(np.isnan(wb).sum()),
+        int(np.isinf(wb).sum()),
+        int((wb < 0).sum()),
     )
 
 
@@ -200,11 +207,12 @@ def _score_block(Xb, wb, centers, offset):
     return (labels_inertia(np.ascontiguousarray(Xb), wb, centers, offset)[1],)
 
 
-def _distances_block(Xb, centers):
+def _distances_block(Xb, centers, offset):
     from sklearn.metrics.pairwise import euclidean_distances
 
     _check_finite_block(Xb)
-    return euclidean_distances(Xb, centers)
+    # Centred, as the NumPy transform: far from the origin distances cancel.
+    return euclidean_distances(Xb - offset, centers - offset)
 
 
 @one_blas_thread
@@ -239,8 +247,8 @@ class DaskRows:
 
     Construction runs one ``compute``: the total weight, the weighted column
     sums (the centring offset, float64 then cast to the dtype of ``X``) and
-    the counts of non-finite values and of negative weights, which raise the
-    ``ValueError`` the NumPy path raises.
+    the counts of non-finite values and of NaN, infinite and negative
+    weights, which raise the ``ValueError`` the NumPy path raises.
     """
 
     def __init__(self, estimator, X, sample_weight, n_clusters):
@@ -256,11 +264,19 @@ class DaskRows:
         self.n_samples, self.n_features = X.shape
         # The delayed blocks are built once and reused by every pass.
         self._blocks = list(zip(X.to_delayed().ravel(), w.to_delayed().ravel()))
-        total, colsum, n_bad, n_neg = self.reduce(_summary_block)
+        total, colsum, n_bad, n_nan, n_inf, n_neg = self.reduce(_summary_block)
         if n_bad:
             raise ValueError("Input X contains NaN or infinity.")
+        # The messages and their order are sklearn's _check_sample_weight's.
+        if n_nan:
+            raise ValueError("Input sample_weight contains NaN.")
+        if n_inf:
+            raise ValueError(
+                "Input sample_weight contains infinity or a value too large for "
+                f"{self.dtype!r}."
+            )
         if n_neg:
-            raise ValueError("Negative values in data passed to sample_weight.")
+            raise ValueError("Negative values in data passed to `sample_weight`.")
         if not total > 0:
             raise ValueError(
                 "Sample weights must contain at least one non-zero number."
@@ -395,11 +411,12 @@ def predict(X, centers, offset):
     )
 
 
-def transform(X, centers):
+def transform(X, centers, offset):
     """Distances to the centres, as a lazy dask array (one chunk of columns)."""
     return X.map_blocks(
         _distances_block,
         centers,
+        offset,
         dtype=X.dtype,
         chunks=(X.chunks[0], (centers.shape[0],)),
     )

@@ -7,12 +7,19 @@ Starting Python with scikit-learn costs seconds, so the module fixture
 ``runs`` starts them all at once, each in its own directory, and the tests
 read the results. Variants of those paths (other options, other malformed
 files, argument errors) call ``main`` in-process, with the same checks.
+Ctrl-C and SIGTERM are sent by the process to itself from a patched
+``csv.writer``, half-way through writing an output: in-process for the
+cleanup, and as a subprocess for the exit status.
 """
 
+import contextlib
 import csv
+import errno
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -79,6 +86,39 @@ SUBPROCESS_BAD = {
         {"data.txt": PLAIN_CSV},
         ["cluster", "data.txt", "-k", "3", "-o", "o.csv"],
         "data.txt: unknown extension '.txt'; INPUT must be .csv or .npy",
+    ),
+}
+
+# name -> (files, Python code run with -c, exit status, the stderr line). The
+# process signals itself half-way through writing the output.
+SIGNAL_CODE = """
+import csv, os, signal, sys, time
+from skrbfkmeans._cli import main
+
+# As a shell starts it, whatever the test runner ignores.
+signal.signal(signal.SIGINT, signal.default_int_handler)
+signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+def writer(f, **kwargs):
+    f.write("label\\n")
+    os.kill(os.getpid(), signal.{name})
+    time.sleep(60)  # The signal interrupts the sleep.
+
+csv.writer = writer
+sys.exit(main(["cluster", "data.csv", "-k", "3", "-o", "out.csv"]))
+"""
+SUBPROCESS_SIGNAL = {
+    "sigint": (
+        {"data.csv": HEADER_CSV, "out.csv": "old\n"},
+        SIGNAL_CODE.format(name="SIGINT"),
+        130,
+        "skrbfkmeans: interrupted",
+    ),
+    "sigterm": (
+        {"data.csv": HEADER_CSV, "out.csv": "old\n"},
+        SIGNAL_CODE.format(name="SIGTERM"),
+        143,
+        "skrbfkmeans: terminated",
     ),
 }
 
@@ -167,6 +207,70 @@ IN_PROCESS_BAD = {
     "no_command": ({}, [], "the following arguments are required: COMMAND"),
     "unknown_command": ({}, ["bogus"], "invalid choice: 'bogus'"),
     "too_few_widths": ({}, ["reproduce", "--n-widths", "5"], "at least 12"),
+    # KMeans needs a row per cluster: this was a ValueError from deep inside.
+    "one_sample": (
+        {},
+        ["reproduce", "--n-samples", "1", "--output-dir", "out"],
+        "--n-samples 1 is too small: a data set has 3 clusters",
+    ),
+    "two_samples": (
+        {},
+        ["reproduce", "--n-samples", "2", "--output-dir", "out"],
+        "--n-samples 2 is too small: a data set has 3 clusters",
+    ),
+    # A first row with a number in it is data, never a header to drop.
+    "first_row_na": (
+        {"data.csv": "NA,2\n1,2\n3,4\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
+        "data.csv, line 1: column 1: 'NA' is not a number",
+    ),
+    "first_row_empty_field": (
+        {"data.csv": "1,\n1,2\n3,4\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
+        "data.csv, line 1: column 2: empty field is not a number",
+    ),
+    "first_row_two_dots": (
+        {"data.csv": "1.2.3,2\n1,2\n3,4\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
+        "data.csv, line 1: column 1: '1.2.3' is not a number",
+    ),
+    "first_row_after_blank_lines": (
+        {"data.csv": "\n\nNA,2\n1,2\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
+        "data.csv, line 3: column 1: 'NA' is not a number",
+    ),
+    # No row is all numbers: the text first row is not taken as a header.
+    "text_first_row_no_numeric_row": (
+        {"data.csv": "a,b,kind\n1,2,x\n3,4,y\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
+        "line 1: column 1: 'a' is not a number; no later row is all numbers "
+        "(pass --header if it is a header)",
+    ),
+    "header_then_text_row": (
+        {"data.csv": "a,b\nc,d\n1,2\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
+        "data.csv, line 2: column 1 (a): 'c' is not a number",
+    ),
+    "header_option_text_column": (
+        {"data.csv": "a,b,kind\n1,2,x\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv", "--header"],
+        "data.csv, line 2: column 3 (kind): 'x' is not a number",
+    ),
+    "no_header_option_text_row": (
+        {"data.csv": "x,y\n1,2\n3,4\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv", "--no-header"],
+        "data.csv, line 1: column 1: 'x' is not a number",
+    ),
+    "header_and_no_header": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--header", "--no-header"],
+        "argument --no-header: not allowed with argument --header",
+    ),
+    "header_option_npy": (
+        {"data.npy": X_BLOBS},
+        ["cluster", "data.npy", "-k", "3", "-o", "o.csv", "--header"],
+        "data.npy: --header and --no-header apply to .csv input",
+    ),
 }
 
 
@@ -198,6 +302,7 @@ def _prepare(directory, files):
 def runs(tmp_path_factory):
     """Start every subprocess case at once; name -> (dir, before, rc, out, err)."""
     cases = {**SUBPROCESS_HAPPY, **{k: v[:2] for k, v in SUBPROCESS_BAD.items()}}
+    cases.update({k: (v[0], ["-c", v[1]]) for k, v in SUBPROCESS_SIGNAL.items()})
     # The processes run side by side: one thread each, or OpenMP and BLAS
     # threads oversubscribe the cores and spin against each other.
     threads = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -206,8 +311,9 @@ def runs(tmp_path_factory):
     for name, (files, args) in cases.items():
         directory = tmp_path_factory.mktemp(name)
         _prepare(directory, files)
+        command = args if args[:1] == ["-c"] else ["-m", "skrbfkmeans", *args]
         proc = subprocess.Popen(
-            [sys.executable, "-m", "skrbfkmeans", *args],
+            [sys.executable, *command],
             cwd=directory,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -411,3 +517,199 @@ def test_demo_without_matplotlib(tmp_path, monkeypatch, capsys):
     assert "AnnealedRBFKMeans" in captured.out
     assert 'pip install "skrbfkmeans[plot]"' in captured.err
     assert os.listdir(tmp_path) == []
+
+
+@contextlib.contextmanager
+def _shell_signal_handlers():
+    """SIGINT and SIGTERM handled as a shell starts a command, then restored."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        for s, handler in handlers.items():
+            signal.signal(s, handler)
+
+
+@pytest.mark.parametrize("name", list(SUBPROCESS_SIGNAL), ids=list(SUBPROCESS_SIGNAL))
+def test_signal_subprocess(runs, name):
+    # Check that Ctrl-C (SIGINT) and SIGTERM while the output is being
+    # written end the process with status 130 or 143 and one line on
+    # stderr, no traceback, the old output and no temporary file left.
+    directory, before, returncode, out, err = runs[name]
+    _, _, status, line = SUBPROCESS_SIGNAL[name]
+    assert returncode == status, err
+    assert err.splitlines() == [line]
+    assert _snapshot(directory) == before
+
+
+@pytest.mark.parametrize(
+    "signum, status, line",
+    [
+        (signal.SIGINT, 130, "skrbfkmeans: interrupted"),
+        (signal.SIGTERM, 143, "skrbfkmeans: terminated"),
+    ],
+    ids=["sigint", "sigterm"],
+)
+def test_signal_removes_temporary_file(
+    tmp_path, monkeypatch, capsys, signum, status, line
+):
+    # Check that a signal that arrives half-way through writing the output
+    # removes its temporary file and keeps the old output, and that main
+    # puts the SIGTERM handler it installed back.
+    _prepare(tmp_path, {"data.csv": HEADER_CSV, "out.csv": "old\n"})
+    monkeypatch.chdir(tmp_path)
+    seen = []
+
+    def writer(f, **kwargs):
+        f.write("label\n")
+        seen.append(sorted(os.listdir(tmp_path)))
+        # Without main's handler, SIGTERM would end pytest itself.
+        assert signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL
+        os.kill(os.getpid(), signum)
+        time.sleep(60)  # The signal interrupts the sleep.
+
+    monkeypatch.setattr(csv, "writer", writer)
+    with _shell_signal_handlers():
+        returncode = main(["cluster", "data.csv", "-k", "3", "-o", "out.csv"])
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
+    captured = capsys.readouterr()
+    assert returncode == status
+    assert captured.err.splitlines() == [line]
+    # The temporary file was there when the signal came, and is gone.
+    assert len(seen) == 1 and len(seen[0]) == 3
+    assert sorted(os.listdir(tmp_path)) == ["data.csv", "out.csv"]
+    assert (tmp_path / "out.csv").read_text() == "old\n"
+
+
+def test_signal_during_rename_keeps_outputs_together(tmp_path, monkeypatch, capsys):
+    # Check that Ctrl-C between the renames of OUT and FILE waits until both
+    # are in place: the outputs are replaced together or not at all.
+    files = {"data.csv": HEADER_CSV, "out.csv": "old\n", "c.csv": "old\n"}
+    _prepare(tmp_path, files)
+    monkeypatch.chdir(tmp_path)
+    real_replace = os.replace
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        if os.path.basename(dst) == "out.csv":
+            os.kill(os.getpid(), signal.SIGINT)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with _shell_signal_handlers():
+        returncode = main(
+            ["cluster", "data.csv", "-k", "3", "-o", "out.csv"] + ["--centers", "c.csv"]
+        )
+    captured = capsys.readouterr()
+    assert returncode == 130
+    assert captured.err.splitlines() == ["skrbfkmeans: interrupted"]
+    assert _read_rows(tmp_path / "out.csv")[0][0] == "label"
+    assert _read_rows(tmp_path / "c.csv")[0] == ["x", "y"]
+    assert sorted(os.listdir(tmp_path)) == ["c.csv", "data.csv", "out.csv"]
+
+
+def test_header_options(tmp_path, monkeypatch, capsys):
+    # Check that --header takes a first row of numbers as the header (its
+    # fields name the centres' columns) and --no-header a headerless file's
+    # first row as data, where the default would have done otherwise or the
+    # same.
+    files = {"num.csv": "10,20\n" + PLAIN_CSV, "plain.csv": PLAIN_CSV}
+    args = ["cluster", "num.csv", "-k", "3", "-o", "a.csv", "--centers", "c.csv"]
+    _, returncode, out, err = _run_main(
+        tmp_path, monkeypatch, capsys, files, args + ["--header", "-v"]
+    )
+    assert returncode == 0, err
+    assert "read num.csv: 40 rows x 2 columns (header)" in out
+    assert len(_read_rows(tmp_path / "a.csv")) == 1 + 40
+    assert _read_rows(tmp_path / "c.csv")[0] == ["10", "20"]
+
+    _, returncode, _, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
+    assert returncode == 0, err
+    assert len(_read_rows(tmp_path / "a.csv")) == 1 + 41
+
+    args = ["cluster", "plain.csv", "-k", "3", "-o", "b.csv", "--centers", "d.csv"]
+    _, returncode, _, err = _run_main(
+        tmp_path, monkeypatch, capsys, {}, args + ["--no-header"]
+    )
+    assert returncode == 0, err
+    assert len(_read_rows(tmp_path / "b.csv")) == 1 + 40
+    assert _read_rows(tmp_path / "d.csv")[0] == ["feature_0", "feature_1"]
+
+
+def _make_read_only(path):
+    # Root writes to any file: a read-only file is one without write bits.
+    os.chmod(path, 0o444)
+    assert not os.stat(path).st_mode & 0o222
+
+
+def test_read_only_output_needs_force(tmp_path, monkeypatch, capsys):
+    # Check that an existing read-only OUT or FILE is not replaced (one-line
+    # error naming it and --force), even by root, and is with --force.
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "--centers", "c.csv"]
+    files = {"data.csv": HEADER_CSV, "out.csv": "old\n", "c.csv": "old\n"}
+    _prepare(tmp_path, files)
+    for name in ["out.csv", "c.csv"]:
+        _make_read_only(tmp_path / name)
+    for option, name in [("--output", "out.csv"), ("--centers", "c.csv")]:
+        before, returncode, out, err = _run_main(
+            tmp_path, monkeypatch, capsys, {}, args
+        )
+        fragment = f"{option} {name} is read-only; pass --force to replace it"
+        _assert_clean_error(tmp_path, before, returncode, out, err, fragment)
+        os.chmod(tmp_path / name, 0o644)
+    for name in ["out.csv", "c.csv"]:
+        _make_read_only(tmp_path / name)
+    _, returncode, _, err = _run_main(
+        tmp_path, monkeypatch, capsys, {}, args + ["--force"]
+    )
+    assert returncode == 0, err
+    assert _read_rows(tmp_path / "out.csv")[0][0] == "label"
+    assert _read_rows(tmp_path / "c.csv")[0] == ["x", "y"]
+
+
+def test_reproduce_read_only_output(tmp_path, monkeypatch, capsys):
+    # Check that reproduce refuses a read-only convergence.csv before it
+    # runs the experiment, not after.
+    from skrbfkmeans import _reproduce
+
+    def run_experiment(*args):
+        raise AssertionError("the experiment ran")
+
+    monkeypatch.setattr(_reproduce, "run_experiment", run_experiment)
+    _prepare(tmp_path, {"out/convergence.csv": "old\n"})
+    _make_read_only(tmp_path / "out" / "convergence.csv")
+    args = ["reproduce", "--output-dir", "out", "--n-samples", "60"]
+    before, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
+    fragment = "convergence.csv is read-only; pass --force to replace it"
+    _assert_clean_error(tmp_path, before, returncode, out, err, fragment)
+
+
+@pytest.mark.parametrize(
+    "exc, line",
+    [
+        (
+            ValueError("A sample is equidistant\n  from two centres."),
+            "A sample is equidistant from two centres.",
+        ),
+        (
+            OSError(errno.ENOSPC, "No space left on device", "out/x.csv"),
+            "out/x.csv: No space left on device",
+        ),
+    ],
+    ids=["ValueError", "OSError"],
+)
+def test_library_errors_are_one_line(tmp_path, monkeypatch, capsys, exc, line):
+    # Check that a ValueError or OSError from the libraries underneath, which
+    # no check of the command foresaw, is one error line with exit status 2,
+    # not a traceback.
+    from skrbfkmeans import _reproduce
+
+    def run_experiment(*args):
+        raise exc
+
+    monkeypatch.setattr(_reproduce, "run_experiment", run_experiment)
+    args = ["reproduce", "--output-dir", "out", "--n-samples", "60"]
+    before, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
+    _assert_clean_error(tmp_path, before, returncode, out, err, line)
+    assert err == f"skrbfkmeans: error: {line}\n"

@@ -8,6 +8,7 @@ Every fit here converges in a few iterations: each one costs a round trip
 to the scheduler.
 """
 
+import re
 import warnings
 
 import numpy as np
@@ -190,6 +191,35 @@ def test_bad_values_raise(client):
         km.predict(da.from_array(bad, chunks=200)).compute()
     with pytest.raises(ValueError, match="2 features"):
         km.predict(da.from_array(X[:, :2], chunks=200))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize(
+    "bad, fragment",
+    [
+        (np.nan, "Input sample_weight contains NaN."),
+        (np.inf, "Input sample_weight contains infinity"),
+        (-np.inf, "Input sample_weight contains infinity"),
+        (-1.0, "Negative values in data passed to `sample_weight`"),
+    ],
+    ids=["nan", "inf", "-inf", "negative"],
+)
+def test_bad_sample_weight_message(client, dtype, bad, fragment):
+    # Check that a NaN, infinite or negative weight raises the NumPy path's
+    # error word for word (NaN and infinity named as such, before a negative
+    # weight elsewhere), for NumPy and for dask weights.
+    X = _blobs(0, dtype=dtype)
+    w = np.ones(X.shape[0])
+    w[[5, 450]] = bad
+    w[300] = -2.0
+    with pytest.raises(ValueError, match=re.escape(fragment)) as ref:
+        RBFKMeans(n_clusters=4).fit(X, sample_weight=w)
+    for weights in (w, da.from_array(w, chunks=100)):
+        with pytest.raises(ValueError) as exc:
+            RBFKMeans(n_clusters=4).fit(
+                da.from_array(X, chunks=200), sample_weight=weights
+            )
+        assert str(exc.value) == str(ref.value)
 
 
 def test_convergence_warning(client):
