@@ -1,0 +1,195 @@
+"""The certificate cannot lie: ``certified_`` implies an exact fixed point.
+
+The oracle below recomputes every squared distance and every cluster mean in
+extended precision (``np.longdouble``), one sample and one centre at a time,
+sharing no code with the package (neither its GEMM distances nor its
+explicit-difference check). Tests try to make the certificate lie: inputs
+at extreme scales and offsets, float32, ties and duplicates, and the
+engine's margins falsified by a patch.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import skrbfkmeans._anneal as anneal_module
+from skrbfkmeans import AnnealedRBFKMeans
+from skrbfkmeans._anneal import certify
+from skrbfkmeans._certificate import explicit_fixed_point
+from skrbfkmeans._engine import data_offset, squared_norms
+
+
+def _oracle(X, w, centers, sigma):
+    """Whether ``centers`` are a Lloyd fixed point with margins >= 4 sigma^2.
+
+    Extended precision, loops: labels by the smallest squared distance
+    (unique), margins ``d_(2) - d_(1) >= 4 sigma^2`` up to 1e-9 relative,
+    and each centre with samples within 1e-5 (float32) or 1e-12 (float64)
+    of its weighted mean, relative to the data's magnitude.
+    """
+    X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.longdouble)
+    C = np.asarray(centers, dtype=np.longdouble)
+    w = np.asarray(w, dtype=np.longdouble)
+    k = C.shape[0]
+    sums = np.zeros_like(C)
+    mass = np.zeros(k, dtype=np.longdouble)
+    four_sigma_sq = 4 * np.longdouble(sigma) ** 2
+    for x, wi in zip(X, w):
+        if wi == 0:
+            continue
+        d = np.array([np.sum((x - c) ** 2) for c in C])
+        order = np.argsort(d, kind="stable")
+        if k > 1:
+            margin = d[order[1]] - d[order[0]]
+            if not margin > 0 or margin < four_sigma_sq * (1 - 1e-9):
+                return False
+        sums[order[0]] += wi * x
+        mass[order[0]] += wi
+    alive = mass > 0
+    means = sums[alive] / mass[alive, None]
+    magnitude = np.abs(X).max() + np.abs(C).max()
+    rtol = 1e-5 if np.asarray(centers).dtype == np.float32 else 1e-12
+    return bool(np.all(np.abs(means - C[alive]) <= rtol * magnitude))
+
+
+def _fit(X, w=None, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return AnnealedRBFKMeans(**params).fit(X, sample_weight=w)
+
+
+@st.composite
+def _hard_inputs(draw):
+    """Small data sets chosen to stress the certificate."""
+    seed = draw(st.integers(0, 2**16))
+    rng = np.random.RandomState(seed)
+    kind = draw(st.sampled_from(["blobs", "lattice", "duplicates", "uniform"]))
+    n, d = draw(st.integers(8, 40)), draw(st.integers(1, 4))
+    if kind == "blobs":
+        X = rng.randn(n, d) + 6 * rng.randint(0, 3, (n, 1))
+    elif kind == "lattice":
+        # Integer points: many samples equidistant from two centres.
+        X = rng.randint(0, 4, (n, d)).astype(float)
+    elif kind == "duplicates":
+        X = np.repeat(rng.randn(max(2, n // 4), d), 4, axis=0)
+    else:
+        X = rng.uniform(size=(n, d))
+    scale = 10.0 ** draw(st.sampled_from([-150, -20, 0, 20, 150]))
+    offset = draw(st.sampled_from([0.0, 1e4, 1e8])) * scale
+    dtype = draw(st.sampled_from([np.float64, np.float32]))
+    if dtype == np.float32:
+        scale, offset = 10.0 ** draw(st.sampled_from([-15, 0, 15])), 0.0
+    X = (X * scale + offset).astype(dtype)
+    w = rng.randint(0, 3, X.shape[0]).astype(dtype) if draw(st.booleans()) else None
+    if w is not None and not w.any():
+        w[0] = 1
+    k = draw(st.integers(1, min(5, X.shape[0])))
+    sparse = draw(st.booleans())
+    return (sp.csr_matrix(X) if sparse else X), w, k
+
+
+@pytest.mark.slow
+@settings(max_examples=60, deadline=None)
+@given(case=_hard_inputs())
+def test_certified_fits_are_fixed_points(case):
+    # Check that certified_ is True only for an exact Lloyd fixed point whose
+    # margins allow the reported width, by the extended-precision oracle.
+    X, w, k = case
+    km = _fit(X, w, n_clusters=k)
+    weights = np.ones(X.shape[0]) if w is None else w
+    if km.certified_:
+        assert _oracle(X, weights, km.cluster_centers_, km.sigma_)
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=_hard_inputs())
+def test_explicit_margin_agrees_with_oracle(case):
+    # Check explicit_fixed_point against the oracle: its margin is a lower
+    # bound of the true smallest margin, close to it, and a certificate at
+    # that margin passes the oracle whenever the fixed-point test passes.
+    X, w, k = case
+    X64 = X.astype(np.float64)
+    dense = X64.toarray() if sp.issparse(X64) else X64
+    centers = dense[np.linspace(0, dense.shape[0] - 1, k).astype(int)]
+    weights = np.ones(X.shape[0]) if w is None else np.asarray(w, dtype=float)
+    margin, fixed = explicit_fixed_point(X64, weights, centers)
+    L = dense.astype(np.longdouble)
+    D = ((L[:, None, :] - centers[None, :, :].astype(np.longdouble)) ** 2).sum(-1)
+    D = D[weights > 0]
+    if k == 1:
+        assert margin == np.inf
+        return
+    two = np.sort(D, axis=1)[:, :2]
+    true_margin = (two[:, 1] - two[:, 0]).min()
+    scale = float(two[:, 1].max())
+    assert margin <= true_margin * (1 + 1e-12) + 1e-300
+    assert margin >= float(true_margin) - 1e-12 * scale
+    if fixed and margin > 0:
+        assert _oracle(X64, weights, centers, 0.5 * np.sqrt(margin))
+
+
+def _tie_case():
+    """A Lloyd fixed point up to one sample exactly between two centres."""
+    X = np.array([[0.0], [2.0], [4.0], [10.0], [12.0], [14.0], [7.0]])
+    w = np.array([1.0, 1, 1, 1, 1, 1, 0])
+    centers = np.array([[2.0], [12.0]])
+    return X, w, centers
+
+
+def test_certificate_refuses_falsified_engine_margins(monkeypatch):
+    # Check that the certificate does not trust the engine's margins: with
+    # the tie sample given weight, the GEMM margins are patched to claim a
+    # clear gap everywhere; the explicit check must still refuse.
+    X, w, centers = _tie_case()
+    w[-1] = 1e-9  # the tie now counts, and barely moves the means
+    offset = data_offset(X, w)
+    x_sq = squared_norms(X, offset)
+    real = anneal_module.labels_margins
+
+    def falsified(X, centers, offset):
+        labels, margins, nearest = real(X, centers, offset)
+        return labels, np.maximum(margins, 100.0), nearest
+
+    monkeypatch.setattr(anneal_module, "labels_margins", falsified)
+    _, certified = certify(X, w, centers, offset, x_sq, sigma_max=1.0)
+    assert certified is False
+    # Without the tie sample the same patched engine certifies, truthfully.
+    w[-1] = 0.0
+    sigma, certified = certify(X, w, centers, offset, x_sq, sigma_max=1.0)
+    assert certified is True
+    assert _oracle(X, w, centers, sigma)
+
+
+@pytest.mark.parametrize("scale", [1e-60, 1e-20, 1.0, 1e60])
+def test_certificate_refuses_a_moved_centre(scale):
+    # Check that a centre moved off its cluster mean by a millionth of the
+    # data's spread is refused at every scale of the working units (the
+    # former tolerance was an absolute 64 eps, which tiny data always
+    # passed; the estimators bring any data into this range).
+    X, w, centers = _tie_case()
+    X, centers = X * scale, centers * scale
+    offset = data_offset(X, w)
+    x_sq = squared_norms(X, offset)
+    _, certified = certify(X, w, centers, offset, x_sq, sigma_max=scale)
+    assert certified is True
+    moved = centers.copy()
+    moved[0] += 1e-6 * scale
+    _, certified = certify(X, w, moved, offset, x_sq, sigma_max=scale)
+    assert certified is False
+    assert not _oracle(X, w, moved, 0.0)
+
+
+def test_reported_tiny_scale_is_not_certified_wrongly():
+    # Check the reported lie: at 1e-155 every centre went to the mean and
+    # certified_ was True. Now the fit equals the unit-scale one, and what
+    # it certifies holds.
+    X = np.random.RandomState(0).randn(200, 3)
+    km = _fit(X * 1e-155, n_clusters=3)
+    ref = _fit(X, n_clusters=3)
+    assert km.certified_ == ref.certified_ is True
+    assert _oracle(X * 1e-155, np.ones(200), km.cluster_centers_, km.sigma_)
+    assert np.unique(km.labels_).size == 3
