@@ -30,28 +30,14 @@ def _explicit_distances(Xb, centers):
     return np.einsum("ijf,ijf->ij", diff, diff)
 
 
-def explicit_fixed_point(X, sample_weight, centers):
-    """Smallest margin and the fixed-point test, from explicit differences.
+def explicit_block(X, sample_weight, centers):
+    """Explicit margin bound and cluster sums of one block of rows.
 
-    Parameters
-    ----------
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-        The data, in the units of ``centers``.
-    sample_weight : ndarray of shape (n_samples,)
-        Non-negative weights; samples of weight 0 do not enter the check.
-    centers : ndarray of shape (n_clusters, n_features)
-        The centres to check.
-
-    Returns
-    -------
-    margin : float
-        A lower bound of ``min_i d_i(2) - d_i(1)`` over the samples of
-        positive weight (each margin less its rounding bound); ``inf`` for
-        one centre. Condition 1 holds at every ``sigma`` with
-        ``4 sigma^2 <= margin`` when ``margin > 0``.
-    fixed : bool
-        Whether every centre with samples equals their weighted mean to the
-        rounding of that mean (condition 2).
+    Returns ``(margin, N, S, n)``: a lower bound of ``min_i d_i(2) - d_i(1)``
+    over the rows of positive weight (each margin less its rounding bound;
+    ``inf`` for one centre or no such row), the weight ``N`` and weighted
+    sum ``S`` of the rows nearest each centre (float64), and the number of
+    rows. Blocks combine by the minimum and sums (``combine_blocks``).
     """
     n_samples, n_features = X.shape
     C = np.asarray(centers, dtype=np.float64)
@@ -81,11 +67,51 @@ def explicit_fixed_point(X, sample_weight, centers):
         rows = np.arange(labels.size)
         S += sp.csr_matrix((w, (labels, rows)), shape=(n_clusters, labels.size)) @ Xb
         N += np.bincount(labels, weights=w, minlength=n_clusters)
+    return margin, N, S, n_samples
+
+
+def combine_blocks(*parts):
+    """Combine ``explicit_block`` results: minimum margin, summed rest."""
+    margins, Ns, Ss, ns = zip(*parts)
+    return min(margins), sum(Ns), sum(Ss), sum(ns)
+
+
+def fixed_point_test(parts, centers):
+    """Condition 2 from combined block sums; returns ``(margin, fixed)``.
+
+    ``fixed`` says whether every centre with samples equals their weighted
+    mean to the rounding of that mean: a few ulps of the magnitude (times
+    the depth of the sums), and the centres' own dtype's rounding.
+    """
+    margin, N, S, n_samples = parts
+    C = np.asarray(centers, dtype=np.float64)
     alive = N > 0
     means = S[alive] / N[alive, None]
-    # A weighted mean of values of magnitude m is exact to a few ulps of m
-    # (times the depth of the sums); the centres carry their dtype's rounding.
+    eps = np.finfo(np.float64).eps
     magnitude = np.abs(means).max(initial=0.0) + np.abs(C[alive]).max(initial=0.0)
     tol = 64.0 * max(np.finfo(centers.dtype).eps, eps * np.log2(n_samples + 2))
-    fixed = bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
-    return margin, fixed
+    return margin, bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
+
+
+def explicit_fixed_point(X, sample_weight, centers):
+    """Smallest margin and the fixed-point test, from explicit differences.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        The data, in the units of ``centers``.
+    sample_weight : ndarray of shape (n_samples,)
+        Non-negative weights; samples of weight 0 do not enter the check.
+    centers : ndarray of shape (n_clusters, n_features)
+        The centres to check.
+
+    Returns
+    -------
+    margin : float
+        A lower bound of ``min_i d_i(2) - d_i(1)`` over the samples of
+        positive weight; ``inf`` for one centre. Condition 1 holds at every
+        ``sigma`` with ``4 sigma^2 <= margin`` when ``margin > 0``.
+    fixed : bool
+        Whether condition 2 holds.
+    """
+    return fixed_point_test(explicit_block(X, sample_weight, centers), centers)

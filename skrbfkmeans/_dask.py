@@ -14,6 +14,7 @@ decides from the type's module name): importing the package never imports it.
 
 import numpy as np
 
+from ._certificate import combine_blocks, explicit_block, fixed_point_test
 from ._engine import (
     labels_inertia,
     labels_margins,
@@ -22,6 +23,7 @@ from ._engine import (
     rbf_pass,
     squared_norms,
 )
+from ._scaling import centred_magnitude, check_representable, safe_scale
 
 INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'
 
@@ -135,6 +137,10 @@ def _minimum(*parts):
     return min(parts)
 
 
+def _maximum(*parts):
+    return max(parts)
+
+
 def _summary_block(Xb, wb):
     """Total weight, weighted column sums (float64), bad-value counts.
 
@@ -152,6 +158,11 @@ def _summary_block(Xb, wb):
         int(np.isinf(wb).sum()),
         int((wb < 0).sum()),
     )
+
+
+def _magnitude_block(Xb, wb, offset):
+    """``max |x - offset|`` over the block (``_scaling.centred_magnitude``)."""
+    return centred_magnitude(np.asarray(Xb), offset)
 
 
 def _variance_block(Xb, wb, offset):
@@ -283,6 +294,18 @@ class DaskRows:
             )
         self.total_weight = total
         self.offset = (colsum / total).astype(self.dtype)
+        # Dask rows are not rescaled (a scaled copy of every chunk would be
+        # a second graph): outside the working range, a clear error.
+        magnitude = self.reduce(_magnitude_block, self.offset, combine=_maximum)
+        check_representable(X, self.offset, magnitude, total)
+        if safe_scale(magnitude, self.dtype) != 1.0:
+            raise ValueError(
+                f"The largest value of X about its mean is {magnitude:.3g}: "
+                "its squared distances leave the range of "
+                f"{np.dtype(self.dtype).name}. Multiply the dask array X by a "
+                f"constant near {1.0 / magnitude:.3g} (or fit it in memory, "
+                "which rescales it)."
+            )
 
     def reduce(self, block_func, *args, combine=_add, compute=True):
         """``combine`` of ``block_func(X_block, w_block, *args)`` over blocks.
@@ -387,12 +410,19 @@ def certify(rows, centers, sigma_max):
     eps = np.finfo(centers.dtype).eps
     if not min_margin > 0 or not np.isfinite(min_margin):
         return sigma_max, min_margin == np.inf
+    # The independent check of explicit differences, block by block.
+    parts = rows.reduce(explicit_block, centers, combine=combine_blocks)
+    explicit_margin, fixed = fixed_point_test(parts, centers)
+    if not (explicit_margin > 0 and fixed):
+        return sigma_max, False
+    min_margin = min(min_margin, explicit_margin)
     sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
     N, S, _ = rows.stats(centers, sigma, "entmax15")
     new = m_step(N, S, centers, rows.offset)
     offset = rows.offset
+    # Rounding relative to the data's magnitude, never an absolute 1.
     scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
-    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * max(scale, 1.0))
+    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
     return sigma, bool(ok)
 
 

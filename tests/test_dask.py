@@ -264,3 +264,31 @@ def test_partial_fit_steps_per_block(client):
         ref.partial_fit(X[start : start + 200], sample_weight=w[start : start + 200])
     assert km.n_steps_ == ref.n_steps_ == 3
     assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-12)
+
+
+def test_certificate_checks_every_row_explicitly(client):
+    # Check that the dask certificate runs the explicit-difference check on
+    # every chunk: centres moved off their means by 1e-6 of the spread, with
+    # margins that the engine alone would accept, are refused.
+    from skrbfkmeans._dask import DaskRows, certify
+
+    X = np.array([[0.0], [2.0], [4.0], [10.0], [12.0], [14.0]]) * 1e-20
+    Xd = da.from_array(X, chunks=(2, 1))
+    rows = DaskRows(RBFKMeans(2), Xd, None, 2)
+    centers = np.array([[2.0], [12.0]]) * 1e-20
+    _, certified = certify(rows, centers, 1e-20)
+    assert certified is True
+    moved = centers + np.array([[1e-26], [0.0]])
+    _, certified = certify(rows, moved, 1e-20)
+    assert certified is False
+
+
+@pytest.mark.parametrize("scale", [1e-155, 1e200])
+def test_extreme_scales_raise(client, scale):
+    # Check that dask rows outside the working range (squared distances
+    # subnormal or overflowing) are a clear error, not a collapsed fit.
+    X = _blobs(0) * scale
+    with pytest.raises(ValueError, match="X"):
+        AnnealedRBFKMeans(3).fit(da.from_array(X, chunks=200))
+    with pytest.raises(ValueError, match="Multiply the dask array|Divide X"):
+        RBFKMeans(3).fit(da.from_array(X, chunks=200))
