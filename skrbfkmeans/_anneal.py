@@ -32,10 +32,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._certificate import explicit_fixed_point
-from ._engine import em_fixed_sigma, labels_margins, m_step, rbf_pass
-from ._polish import lloyd
+from ._engine import labels_margins, m_step, rbf_pass
 from ._polish import polish as polish_search
+from ._rows import MemoryRows, certify, em_fixed_sigma, lloyd
 from ._schedule import (
     choose_split,
     critical_factor,
@@ -187,36 +186,6 @@ def _stage(X, w, groups, T, activation, offset, x_sq, max_iter, move_tol):
     return max_iter, False
 
 
-def certify(X, w, centers, offset, x_sq, sigma_max):
-    """Largest certified width (at most ``sigma_max``) and whether it holds.
-
-    The centres are certified when every margin is positive and a Lloyd step
-    (entmax-1.5 at the certified width, exactly one-hot) leaves them equal to
-    themselves to rounding. The width is shrunk by a few ulps of the margin so
-    that the one-hot test holds after the rounding of ``1 / T``.
-    """
-    _, margins, _ = labels_margins(X, centers, offset)
-    eps = np.finfo(centers.dtype).eps
-    # Samples of weight 0 do not enter the fixed point: they cannot break it.
-    min_margin = float(margins[w > 0].min())
-    if not min_margin > 0 or not np.isfinite(min_margin):
-        return sigma_max, min_margin == np.inf
-    # The engine's margins share the GEMM's rounding: the width must also
-    # pass the margins of explicit differences, and the centres their means.
-    explicit_margin, fixed = explicit_fixed_point(X, w, centers)
-    if not (explicit_margin > 0 and fixed):
-        return sigma_max, False
-    min_margin = min(min_margin, explicit_margin)
-    sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
-    res = rbf_pass(X, w, centers, sigma, "entmax15", offset, x_sq)
-    new = m_step(res.N, res.S, centers, offset)
-    # Rounding relative to the data's own magnitude (never an absolute 1:
-    # tiny data would pass any test).
-    scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
-    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
-    return sigma, bool(ok)
-
-
 def _next_temperature(
     X,
     w,
@@ -294,6 +263,7 @@ def anneal(
     drop thresholds.
     """
     dtype = X.dtype
+    rows = MemoryRows(X, w, offset, x_sq)
     act = "entmax15" if activation == "entmax15" else "softmax"
     W = float(w.sum())
     if init_centers is None:
@@ -322,13 +292,10 @@ def anneal(
         if last:
             # The model at sigma_end: plain EM on the k centres, no prior.
             centers, it, conv = em_fixed_sigma(
-                X,
-                w,
+                rows,
                 groups.expanded(),
                 sigma,
                 act,
-                offset,
-                x_sq,
                 max_iter=max_iter,
                 tol=0.0 if tol == 0 else (30 * tol) ** 2 * T,
             )
@@ -397,7 +364,7 @@ def anneal(
     final_act = act
     n_moves = 0
     if T_end is None:
-        centers, it, conv = lloyd(X, w, centers, offset, x_sq, max_iter)
+        centers, it, conv = lloyd(rows, centers, max_iter)
         if polish:
             # Split/merge moves from the hard solution; each ends on a Lloyd
             # fixed point, and the certificate below is computed afresh.
@@ -408,7 +375,7 @@ def anneal(
         n_iter += it
         converged &= conv
         sigma_cap = path["sigma"][-1] / np.sqrt(2.0)
-        sigma, certified = certify(X, w, centers, offset, x_sq, sigma_cap)
+        sigma, certified = certify(rows, centers, sigma_cap)
         res = rbf_pass(
             X, w, centers, sigma, final_act, offset, x_sq, stats=False, objective=True
         )
@@ -427,7 +394,7 @@ def anneal(
             )
     else:
         sigma = path["sigma"][-1]
-        cert_sigma, certified = certify(X, w, centers, offset, x_sq, sigma)
+        cert_sigma, certified = certify(rows, centers, sigma)
         certified &= cert_sigma >= sigma
     return AnnealResult(
         centers=centers,

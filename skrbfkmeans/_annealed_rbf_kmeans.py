@@ -21,6 +21,7 @@ from ._engine import (
     squared_norms,
 )
 from ._rbf_kmeans import _auto_sigma, _BaseRBFKMeans
+from ._rows import MemoryRows
 from ._scaling import scaled
 
 
@@ -274,7 +275,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             Fitted estimator.
         """
         if _dask.is_dask_collection(X):
-            return _dask_fit.fit_annealed(self, X, sample_weight)
+            rows, result, final = _dask_fit.fit_annealed(self, X, sample_weight)
+            self._apply(rows, result, final[2], final)
+            return self
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
@@ -337,11 +340,23 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 best = (key, result)
 
         result = best[1]
-        # Back from working units: lengths times the scale, energies times
-        # its square (both exact: the scale is a power of 4).
+        self._apply(MemoryRows(X, sample_weight, offset, x_sq), result)
+        return self
+
+    def _apply(self, rows, result, objective=None, final=None):
+        """Set the fitted attributes from an ``AnnealResult`` (NumPy or dask).
+
+        ``result`` is in working units: lengths are multiplied by the scale,
+        energies by its square (both exact: the scale is a power of 4).
+        ``objective`` defaults to the path's last; ``final`` is the label
+        counts, inertia and objective of a final pass, when the fit made one.
+        """
+        scale = self._scale
+        if objective is None:
+            objective = float(result.objective_path[-1])
         self._activation = result.activation
         self.sigma_ = result.sigma * scale
-        self.objective_ = float(result.objective_path[-1]) * scale * scale
+        self.objective_ = objective * scale * scale
         self.n_iter_ = result.n_iter
         self.converged_ = result.converged
         self.certified_ = result.certified
@@ -353,6 +368,6 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.activation_path_ = result.activation_path
         self.critical_sigmas_ = result.critical_sigmas * scale
         self.n_polish_moves_ = result.n_polish_moves
-        self._warn_not_converged(": the final phase")
-        self._set_fitted(X, sample_weight, result.centers, offset, x_sq, self.sigma_)
-        return self
+        self._warn_not_converged(": the final phase", stacklevel=4)
+        counts, inertia = (None, None) if final is None else final[:2]
+        self._set_fitted(rows, result.centers, self.sigma_, counts, inertia)

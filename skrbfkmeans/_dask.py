@@ -18,7 +18,6 @@ from ._certificate import combine_blocks, explicit_block, fixed_point_test
 from ._engine import (
     labels_inertia,
     labels_margins,
-    m_step,
     one_blas_thread,
     rbf_pass,
     squared_norms,
@@ -359,6 +358,15 @@ class DaskRows:
         """Smallest margin over the samples of positive weight."""
         return self.reduce(_margin_block, centers, self.offset, combine=_minimum)
 
+    def explicit_check(self, centers):
+        """``(margin, fixed)`` of the certificate's check, chunk by chunk."""
+        parts = self.reduce(explicit_block, centers, combine=combine_blocks)
+        return fixed_point_test(parts, centers)
+
+    def labels(self, centers):
+        """Nearest centre of every row, a lazy int32 dask array."""
+        return predict(self.X, centers, self.offset)
+
 
 def _sample_indices(n_samples, n_sample, random_state):
     """``n_sample`` distinct row indices, uniform, sorted, in ``O(n_sample)`` memory.
@@ -377,53 +385,6 @@ def _sample_indices(n_samples, n_sample, random_state):
 def sample_size(n_samples, n_clusters):
     """Rows drawn for the initialisation: ``min(n, max(10000, 100 k))``."""
     return min(n_samples, max(10_000, 100 * n_clusters))
-
-
-def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verbose=0):
-    """``_engine.em_fixed_sigma`` over dask rows: one compute per iteration.
-
-    Same stopping rule (summed squared centre shift at most ``tol``, or
-    ``max_iter``) and same returns: ``(centers, n_iter, converged)``.
-    """
-    centers = np.array(centers_init, copy=True)
-    converged = False
-    n_iter = 0
-    for n_iter in range(1, max_iter + 1):
-        N, S, inertia = rows.stats(centers, sigma, activation)
-        new = m_step(N, S, centers, rows.offset)
-        shift = float(((new - centers) ** 2).sum())
-        centers = new
-        if verbose:
-            print(
-                f"Iteration {n_iter - 1}, inertia {inertia:.6g}, "
-                f"center shift {shift:.3e}."
-            )
-        if shift <= tol:
-            converged = True
-            break
-    return centers, n_iter, converged
-
-
-def certify(rows, centers, sigma_max):
-    """``_anneal.certify`` over dask rows: the certified width and whether it holds."""
-    min_margin = rows.min_margin(centers)
-    eps = np.finfo(centers.dtype).eps
-    if not min_margin > 0 or not np.isfinite(min_margin):
-        return sigma_max, min_margin == np.inf
-    # The independent check of explicit differences, block by block.
-    parts = rows.reduce(explicit_block, centers, combine=combine_blocks)
-    explicit_margin, fixed = fixed_point_test(parts, centers)
-    if not (explicit_margin > 0 and fixed):
-        return sigma_max, False
-    min_margin = min(min_margin, explicit_margin)
-    sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
-    N, S, _ = rows.stats(centers, sigma, "entmax15")
-    new = m_step(N, S, centers, rows.offset)
-    offset = rows.offset
-    # Rounding relative to the data's magnitude, never an absolute 1.
-    scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
-    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
-    return sigma, bool(ok)
 
 
 # -- prediction -------------------------------------------------------------

@@ -311,57 +311,6 @@ def m_step(N, S, centers, offset):
     return new
 
 
-def em_fixed_sigma(
-    X,
-    sample_weight,
-    centers_init,
-    sigma,
-    activation,
-    offset,
-    x_sq,
-    *,
-    max_iter,
-    tol,
-    verbose=0,
-):
-    """EM at a fixed width from ``centers_init``.
-
-    Stops when the summed squared centre shift is at most ``tol`` (already
-    scaled to the data, as KMeans does) or after ``max_iter`` iterations.
-
-    Returns
-    -------
-    centers : ndarray of shape (n_clusters, n_features)
-        The final centres.
-    n_iter : int
-        Number of E/M iterations run.
-    converged : bool
-        Whether the shift criterion was met.
-    """
-    centers = np.array(centers_init, dtype=centers_init.dtype, copy=True)
-    converged = False
-    n_iter = 0
-    for n_iter in range(1, max_iter + 1):
-        res = rbf_pass(X, sample_weight, centers, sigma, activation, offset, x_sq)
-        new = m_step(res.N, res.S, centers, offset)
-        shift = float(((new - centers) ** 2).sum())
-        centers = new
-        if verbose:
-            print(
-                f"Iteration {n_iter - 1}, inertia {res.inertia:.6g}, "
-                f"center shift {shift:.3e}."
-            )
-        if shift <= tol:
-            converged = True
-            if verbose:
-                print(
-                    f"Converged at iteration {n_iter - 1}: center shift "
-                    f"{shift:.3e} within tolerance {tol:.3e}."
-                )
-            break
-    return centers, n_iter, converged
-
-
 def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
     """Nearest centre (int32) and the weighted hard inertia, block by block.
 

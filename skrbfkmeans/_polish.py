@@ -13,30 +13,17 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ._engine import (
-    em_fixed_sigma,
     labels_inertia,
     labels_margins,
     one_blas_thread,
     squared_norms,
 )
 from ._loss import check_data_centers
+from ._rows import MemoryRows, lloyd
 from ._scaling import scaled, working_units
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
 MAX_PAIRS = 24
-
-
-def lloyd(X, w, centers, offset, x_sq, max_iter):
-    """Lloyd iterations until no label changes (or ``max_iter``).
-
-    Entmax-1.5 at a vanishing width is exactly one-hot, so its EM is Lloyd's;
-    with ``tol=0`` it stops when no centre moves, i.e. when the labels no
-    longer change. Returns the centres, the number of iterations and whether
-    the labels became stable.
-    """
-    return em_fixed_sigma(
-        X, w, centers, 0.0, "entmax15", offset, x_sq, max_iter=max_iter, tol=0.0
-    )
 
 
 def _two_means(Xl, wl, max_iter=100):
@@ -107,7 +94,8 @@ def _candidates(X, w, centers, offset, x_sq):
 
 def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     """Run the split/merge search; returns centres, inertia, moves, iterations."""
-    centers, n_iter, _ = lloyd(X, w, centers, offset, x_sq, max_iter)
+    rows = MemoryRows(X, w, offset, x_sq)
+    centers, n_iter, _ = lloyd(rows, centers, max_iter)
     _, inertia = labels_inertia(X, w, centers, offset, x_sq)
     n_moves = 0
     k = centers.shape[0]
@@ -116,7 +104,7 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
         for _, j, c in pairs:
             trial = centers.copy()
             trial[c], trial[j] = children[c].astype(centers.dtype)
-            trial, it, _ = lloyd(X, w, trial, offset, x_sq, max_iter)
+            trial, it, _ = lloyd(rows, trial, max_iter)
             n_iter += it
             _, trial_inertia = labels_inertia(X, w, trial, offset, x_sq)
             if trial_inertia < inertia:

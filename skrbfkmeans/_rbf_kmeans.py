@@ -29,12 +29,12 @@ from ._assign import ACTIVATIONS, centred_rows
 from ._engine import (
     column_mean_variance,
     data_offset,
-    em_fixed_sigma,
     labels_inertia,
     one_blas_thread,
     rbf_pass,
     squared_norms,
 )
+from ._rows import MemoryRows, em_fixed_sigma
 from ._scaling import scaled, working_units
 from ._stream import online_em_step
 
@@ -228,20 +228,29 @@ class _BaseRBFKMeans(
 
         return X, offset, init if array is None else array
 
-    def _set_fitted(self, X, sample_weight, centers, offset, x_sq, sigma):
-        """Attributes shared by every estimator, from working units.
+    def _set_fitted(self, rows, centers, sigma, counts=None, inertia=None):
+        """Attributes shared by every fit (NumPy or dask), from working units.
 
-        Sets ``cluster_centers_``, ``labels_`` and ``inertia_`` in the user's
-        units (``sigma`` is in them already); returns nothing.
+        Sets ``cluster_centers_``, ``labels_`` (lazy for dask rows) and
+        ``inertia_`` in the user's units (``sigma`` is in them already) and
+        warns about empty clusters. ``counts`` and ``inertia`` come from a
+        final pass when the fit made one; in memory, without them, one pass
+        gives the labels and the inertia. Returns nothing.
         """
         scale = self._scale
         self.cluster_centers_ = centers * centers.dtype.type(scale)
         self._n_features_out = centers.shape[0]
-        self._offset = offset
-        self.labels_, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
+        self._offset = rows.offset
+        if inertia is None:
+            self.labels_, inertia = labels_inertia(
+                rows.X, rows.w, centers, rows.offset, rows.x_sq
+            )
+            counts = np.bincount(self.labels_, minlength=centers.shape[0])
+        else:
+            self.labels_ = rows.labels(centers)
         # Twice by the scale: its square may underflow where the product does not.
         self.inertia_ = inertia * scale * scale
-        self._warn_distinct(np.unique(self.labels_).size, sigma)
+        self._warn_distinct(int(np.count_nonzero(counts)), sigma)
 
     def _warn_distinct(self, distinct, sigma):
         if distinct < self.n_clusters:
@@ -642,51 +651,45 @@ class RBFKMeans(_BaseRBFKMeans):
             Fitted estimator.
         """
         if _dask.is_dask_collection(X):
-            return _dask_fit.fit_rbf_kmeans(self, X, sample_weight)
-        X, sample_weight = self._validate_fit_data(X, sample_weight)
-        self._init_is_array = _is_arraylike_not_scalar(self.init)
-        init = self._check_init_array(X) if self._init_is_array else self.init
-        X, offset, init = self._working_units(X, sample_weight, init)
+            rows, init, Xs, ws, tol, random_state = _dask_fit.prepare_rbf_kmeans(
+                self, X, sample_weight
+            )
+        else:
+            rows, init, tol, random_state = self._prepare_memory(X, sample_weight)
+            Xs, ws = rows.X, rows.w
         n_init = self._resolve_n_init()
-        tol = _tolerance(X, sample_weight, self.tol)
-        random_state = check_random_state(self.random_state)
-        x_sq = squared_norms(X, offset)
 
         def run(centers, sigma):
             centers, n_iter, converged = em_fixed_sigma(
-                X,
-                sample_weight,
+                rows,
                 centers,
                 sigma,
                 self.activation,
-                offset,
-                x_sq,
                 max_iter=self.max_iter,
                 tol=tol,
                 verbose=self.verbose,
             )
-            objective = rbf_pass(
-                X,
-                sample_weight,
-                centers,
-                sigma,
-                self.activation,
-                offset,
-                x_sq,
-                stats=False,
-                objective=True,
-            ).objective
-            return objective, centers, n_iter, converged, None
+            final = rows.final(centers, sigma, self.activation)
+            return final[2], centers, n_iter, converged, final
 
-        sigma, best = self._best_of_inits(
-            X, sample_weight, init, n_init, random_state, run
-        )
-        self.objective_, centers, self.n_iter_, self.converged_, _ = best
-        self.objective_ *= self._scale * self._scale
+        sigma, best = self._best_of_inits(Xs, ws, init, n_init, random_state, run)
+        _, centers, self.n_iter_, self.converged_, final = best
+        counts, inertia, objective = final
+        self.objective_ = objective * self._scale * self._scale
         self.sigma_ = sigma * self._scale
         self._warn_not_converged()
-        self._set_fitted(X, sample_weight, centers, offset, x_sq, self.sigma_)
+        self._set_fitted(rows, centers, self.sigma_, counts, inertia)
         return self
+
+    def _prepare_memory(self, X, sample_weight):
+        """Return validated rows in working units, init, tolerance, random state."""
+        X, sample_weight = self._validate_fit_data(X, sample_weight)
+        self._init_is_array = _is_arraylike_not_scalar(self.init)
+        init = self._check_init_array(X) if self._init_is_array else self.init
+        X, offset, init = self._working_units(X, sample_weight, init)
+        tol = _tolerance(X, sample_weight, self.tol)
+        random_state = check_random_state(self.random_state)
+        return MemoryRows(X, sample_weight, offset), init, tol, random_state
 
     def _best_of_inits(self, Xs, ws, init, n_init, random_state, run):
         """``n_init`` runs from ``init`` on the rows ``Xs``; the lowest objective.

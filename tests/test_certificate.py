@@ -16,11 +16,11 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import skrbfkmeans._anneal as anneal_module
+import skrbfkmeans._rows as rows_module
 from skrbfkmeans import AnnealedRBFKMeans
-from skrbfkmeans._anneal import certify
 from skrbfkmeans._certificate import explicit_fixed_point
 from skrbfkmeans._engine import data_offset, squared_norms
+from skrbfkmeans._rows import MemoryRows, certify
 
 
 def _oracle(X, w, centers, sigma):
@@ -148,18 +148,18 @@ def test_certificate_refuses_falsified_engine_margins(monkeypatch):
     w[-1] = 1e-9  # the tie now counts, and barely moves the means
     offset = data_offset(X, w)
     x_sq = squared_norms(X, offset)
-    real = anneal_module.labels_margins
+    real = rows_module.labels_margins
 
     def falsified(X, centers, offset):
         labels, margins, nearest = real(X, centers, offset)
         return labels, np.maximum(margins, 100.0), nearest
 
-    monkeypatch.setattr(anneal_module, "labels_margins", falsified)
-    _, certified = certify(X, w, centers, offset, x_sq, sigma_max=1.0)
+    monkeypatch.setattr(rows_module, "labels_margins", falsified)
+    _, certified = certify(MemoryRows(X, w, offset, x_sq), centers, sigma_max=1.0)
     assert certified is False
     # Without the tie sample the same patched engine certifies, truthfully.
     w[-1] = 0.0
-    sigma, certified = certify(X, w, centers, offset, x_sq, sigma_max=1.0)
+    sigma, certified = certify(MemoryRows(X, w, offset, x_sq), centers, sigma_max=1.0)
     assert certified is True
     assert _oracle(X, w, centers, sigma)
 
@@ -174,11 +174,11 @@ def test_certificate_refuses_a_moved_centre(scale):
     X, centers = X * scale, centers * scale
     offset = data_offset(X, w)
     x_sq = squared_norms(X, offset)
-    _, certified = certify(X, w, centers, offset, x_sq, sigma_max=scale)
+    _, certified = certify(MemoryRows(X, w, offset, x_sq), centers, sigma_max=scale)
     assert certified is True
     moved = centers.copy()
     moved[0] += 1e-6 * scale
-    _, certified = certify(X, w, moved, offset, x_sq, sigma_max=scale)
+    _, certified = certify(MemoryRows(X, w, offset, x_sq), moved, sigma_max=scale)
     assert certified is False
     assert not _oracle(X, w, moved, 0.0)
 

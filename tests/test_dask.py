@@ -270,7 +270,8 @@ def test_certificate_checks_every_row_explicitly(client):
     # Check that the dask certificate runs the explicit-difference check on
     # every chunk: centres moved off their means by 1e-6 of the spread, with
     # margins that the engine alone would accept, are refused.
-    from skrbfkmeans._dask import DaskRows, certify
+    from skrbfkmeans._dask import DaskRows
+    from skrbfkmeans._rows import certify
 
     X = np.array([[0.0], [2.0], [4.0], [10.0], [12.0], [14.0]]) * 1e-20
     Xd = da.from_array(X, chunks=(2, 1))
