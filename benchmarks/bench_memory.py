@@ -11,7 +11,7 @@ standard normal), records the resident set size, fits one estimator with
   resident size with the data in memory (``ru_maxrss``; includes BLAS
   buffers and allocator slack).
 
-Goal (DESIGN.md section 5): ``RBFKMeans(256).fit`` on 1e6 x 16 float64 below
+Goal: ``RBFKMeans(256).fit`` on 1e6 x 16 float64 below
 256 MiB above the data (a whole-matrix implementation needs 2-8 GB: the
 n x k responsibilities alone are 2 GiB).
 

@@ -1,7 +1,7 @@
 """Deterministic annealing from the data mean to a certified K-Means solution.
 
-The k centres are tracked as *groups* of coincident copies (DESIGN.md section
-2, "Deterministic annealing facts"): each group has a centre, a mass
+The k centres are tracked as *groups* of coincident copies (doc/theory.rst,
+"Annealing: mass constraint, splits and merges"): each group has a centre, a mass
 ``N_j = sum_i w_i r_ij`` and the copies of the k centres it holds. With
 softmax the responsibilities are mass-constrained, ``r_ij ~ p_j exp(-d_ij /
 T)`` with ``p_j = N_j / W``, so a group of coincident copies acts as one

@@ -1,6 +1,6 @@
 """Squared distances and responsibilities, one block of rows at a time.
 
-Conventions (DESIGN.md section 2): ``d_ij = ||x_i - mu_j||^2``, scores
+Conventions (doc/theory.rst, "The RBF free energy"): ``d_ij = ||x_i - mu_j||^2``, scores
 ``z_ij = -d_ij / T`` with the temperature ``T = 2 sigma^2``. The row constant
 ``||x_i||^2`` cancels in both maps, so a block works with the *partial*
 distances ``e_ij = ||mu_j||^2 - 2 x_i . mu_j`` and the shifted scores

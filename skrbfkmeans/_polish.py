@@ -1,6 +1,6 @@
 """kmeans_polish: a deterministic split/merge local search on a K-Means solution.
 
-DESIGN.md section 2 ("What was measured about annealing quality"): annealing
+doc/theory.rst, "The split/merge polish": annealing
 resolves the data's natural clusters first and can end with centres spent on
 the wrong ones. Moving one centre from where it matters least to the cluster
 that gains most from a second centre, then running Lloyd, closes that gap.

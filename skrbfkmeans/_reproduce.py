@@ -23,7 +23,7 @@ Method
    bit for bit (scikit-learn sums in another order: the two differ by an ulp).
 2. ``sigma* = sqrt(min_i margin_i / 4)`` with ``margin_i = d_i(2) - d_i(1)``
    at ``mu_KM``: the largest width at which entmax-1.5 is exactly one-hot for
-   every sample (DESIGN.md, "Exact hardness").
+   every sample (doc/theory.rst, "Entmax-1.5 and exact hardness").
 3. Widths: ``n_widths`` (16) geometric from ``0.3 sigma*`` to ``30 sigma*``,
    fixed before any distance is seen, plus ``sigma* (1 - 1e-3)`` and
    ``sigma* (1 + 1e-3)`` to test the threshold sharply (sigma* itself is left
@@ -59,7 +59,7 @@ circles   entmax15   0.38         -  0.01933  0.01931 / 0.01934
 
 - entmax-1.5: the distance is exactly 0 at every width up to
   ``sigma* (1 - 1e-3)`` and non-zero from ``sigma* (1 + 1e-3)`` on, on all
-  four sets: the threshold is ``sigma*`` to 0.1%, as DESIGN.md predicts.
+  four sets: the threshold is ``sigma*`` to 0.1%, as the margin condition predicts.
   Just above it one sample is soft, with runner-up responsibility about
   ``4 delta^2`` at ``sigma = sigma* (1 + delta)``, so the distance starts
   *quadratically* in ``sigma - sigma*``: 1.6e-8 to 7.4e-8 at ``delta = 1e-3``,

@@ -1,6 +1,7 @@
 """Temperatures, critical widths and splits: pure functions, no data passes.
 
-Temperatures are ``T = 2 sigma^2`` throughout (DESIGN.md section 2). Above a
+Temperatures are ``T = 2 sigma^2`` throughout (doc/theory.rst, "Critical
+widths"). Above a
 critical temperature the centres of a group coincide at its (weighted) mean;
 below it the coincident configuration is unstable along the principal axis of
 the group's posterior covariance ``C_j``:

@@ -1,7 +1,7 @@
 """Independent NumPy oracles for RBF K-Means (test use only).
 
-Everything is computed in float64 from the direct formulas of DESIGN.md
-section 2, sharing no code with the package: squared distances by explicit
+Everything is computed in float64 from the direct formulas of doc/theory.rst
+("The RBF free energy"), sharing no code with the package: squared distances by explicit
 differences (no ``||x||^2 - 2 x.mu + ||mu||^2`` expansion, no centring),
 softmax and the free energy through ``scipy.special`` (``softmax``,
 ``logsumexp``), entmax-1.5 through the sort-based algorithm of Peters,

@@ -87,8 +87,8 @@ def _n_distinct(centers):
 def test_auto_end_is_certified_lloyd_fixed_point(
     data, dtype, activation, weighted, global_random_seed
 ):
-    # Check the end point of sigma_end="auto" (DESIGN.md section 2, "Exact
-    # hardness") against independent NumPy computations: a Lloyd step leaves
+    # Check the end point of sigma_end="auto" (doc/theory.rst, "The margin
+    # certificate") against independent NumPy computations: a Lloyd step leaves
     # the centres where they are, labels_ are the nearest centres, every margin
     # d_(2) - d_(1) is at least 4 sigma_^2, and certified_ is True, on
     # separated and on overlapping data alike. With entmax-1.5 at the end,
@@ -132,7 +132,7 @@ def test_auto_end_is_certified_lloyd_fixed_point(
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_start_above_first_critical_width(activation, global_random_seed):
-    # Check the high-temperature start (DESIGN.md section 2): with
+    # Check the high-temperature start (doc/theory.rst, critical widths): with
     # sigma_start="auto" the first width is sigma^2 = 0.55 c lambda_max of the
     # weighted covariance (c = 2 softmax, 2 sqrt(2) entmax-1.5: the docstring),
     # every stage wider than the first critical width sigma_c (softmax:

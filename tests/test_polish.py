@@ -17,8 +17,8 @@ def unequal_clusters(seed):
 
     The small clusters' union has a far larger spread than the big cluster,
     so annealing splits them first and spends all k=4 centres on them, while
-    the optimum splits the big cluster and merges the two lightest (DESIGN.md
-    section 2: pure annealing ends ~20% above the optimum here).
+    the optimum splits the big cluster and merges the two lightest (doc/theory.rst,
+    the polish: pure annealing ends ~20% above the optimum here).
     """
     rng = np.random.default_rng(seed)
     sizes = [2000, 150, 60, 40]

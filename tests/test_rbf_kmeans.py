@@ -195,7 +195,7 @@ def test_predict_proba_is_the_responsibility_map(
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_entmax_one_hot_exactly_when_margin_exceeds_4_sigma2(dtype, global_random_seed):
     # Check that an entmax-1.5 row is exactly one-hot iff the sample's margin
-    # d_(2) - d_(1) is >= 4 sigma_^2 (DESIGN.md section 2: a score gap >= 2),
+    # d_(2) - d_(1) is >= 4 sigma_^2 (doc/theory.rst: a score gap >= 2),
     # for rows away from the threshold by more than the rounding of d.
     X, _ = _blobs(global_random_seed, n_samples=200)
     X = X.astype(dtype)
@@ -238,7 +238,7 @@ def test_transform_and_fit_shortcuts(dtype, sparse, global_random_seed):
 
 
 def test_exact_hardness_certificate(global_random_seed):
-    # Check the certificate of DESIGN.md section 2: at a K-Means fixed point,
+    # Check the certificate (doc/theory.rst): at a K-Means fixed point,
     # entmax-1.5 EM at sigma <= sqrt(min margin / 4) stays exactly on it with
     # one-hot predict_proba; a bit above that width some row is soft.
     X, _ = _blobs(global_random_seed, n_samples=300, n_features=2, centers=5)

@@ -1,6 +1,6 @@
 """Tests of the pure functions of ``skrbfkmeans._schedule``.
 
-Critical factors from DESIGN.md section 2, posterior covariances against a
+Critical factors from doc/theory.rst, posterior covariances against a
 direct weighted ``numpy.cov``-style oracle, the split rule (eligibility and
 score) on hand-made groups, the children of a split, and the softmax
 hardness fraction against an exact softmax of the two nearest scores.
@@ -37,7 +37,7 @@ def _weighted_cov(X, weights):
 
 @pytest.mark.parametrize("activation", ["softmax", "entmax15"])
 def test_critical_factor(activation):
-    # Check T_c / lambda_max (DESIGN.md section 2): softmax splits at
+    # Check T_c / lambda_max (doc/theory.rst, critical widths): softmax splits at
     # sigma_c^2 = lambda_max, i.e. T_c = 2 lambda_max; entmax-1.5 with K = 2
     # coincident centres at sigma_c^2 = sqrt(2) lambda_max.
     expected = {"softmax": 2.0, "entmax15": 2.0 * np.sqrt(2.0)}[activation]
