@@ -2,8 +2,8 @@
 
 Temperatures are ``T = 2 sigma^2`` throughout (doc/theory.rst, "Critical
 widths"). Above a critical temperature the centres of a group coincide at
-its (weighted) mean; below it the coincident configuration is unstable along the principal axis of
-the group's posterior covariance ``C_j``:
+its (weighted) mean; below it the coincident configuration is unstable
+along the principal axis of the group's posterior covariance ``C_j``:
 
 - softmax: ``T_c = 2 lambda_max(C_j)``;
 - entmax-1.5: the Jacobian gain at a ``K``-fold tie is ``K ** (alpha - 1)``
