@@ -30,8 +30,9 @@ from sklearn.cluster._k_means_lloyd import lloyd_iter_chunked_dense
 from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_limits
 
-from skrbfkmeans._engine import data_offset, em_fixed_sigma, squared_norms
-from skrbfkmeans._rbf_kmeans import _auto_sigma
+from skrbfkmeans._base import _auto_sigma
+from skrbfkmeans._engine import data_offset, squared_norms
+from skrbfkmeans._rows import MemoryRows, em_fixed_sigma
 
 
 def near_fraction(X, C, sigma):
@@ -117,10 +118,10 @@ def main():
         def lloyd_iteration():
             lloyd_iter_chunked_dense(X, w, C, *buffers[:3], buffers[3], 1)
 
+        rows = MemoryRows(X, w, offset, x_sq)
+
         def em_iteration(activation):
-            em_fixed_sigma(
-                X, w, C, sigma, activation, offset, x_sq, max_iter=1, tol=0.0
-            )
+            em_fixed_sigma(rows, C, sigma, activation, max_iter=1, tol=0.0)
 
         steps = {
             "lloyd": lloyd_iteration,

@@ -4,25 +4,19 @@ import warnings
 from numbers import Real
 
 import numpy as np
-from sklearn.base import (
-    _fit_context,
-)
+from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import (
-    _is_arraylike_not_scalar,
-)
+from sklearn.utils.validation import _is_arraylike_not_scalar
 
 from . import _dask, _dask_fit
 from ._anneal import anneal, first_critical_sigma
 from ._assign import ACTIVATIONS
-from ._engine import (
-    one_blas_thread,
-    squared_norms,
-)
-from ._rbf_kmeans import _auto_sigma, _BaseRBFKMeans
+from ._base import _auto_sigma, _BaseRBFKMeans
+from ._engine import squared_norms
 from ._rows import MemoryRows
 from ._scaling import scaled
+from ._threads import one_blas_thread
 
 
 def _mass_unit(sample_weight):

@@ -18,11 +18,12 @@ from ._certificate import combine_blocks, explicit_block, fixed_point_test
 from ._engine import (
     labels_inertia,
     labels_margins,
-    one_blas_thread,
     rbf_pass,
     squared_norms,
 )
 from ._scaling import centred_magnitude, check_representable, safe_scale
+from ._threads import one_blas_thread
+from ._validation import check_n_samples, check_some_weight
 
 INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'
 
@@ -264,10 +265,7 @@ class DaskRows:
     def __init__(self, estimator, X, sample_weight, n_clusters):
         self.dask, _ = import_dask()
         X = as_dask_array(estimator, X, reset=True)
-        if X.shape[0] < n_clusters:
-            raise ValueError(
-                f"n_samples={X.shape[0]} should be >= n_clusters={n_clusters}."
-            )
+        check_n_samples(X.shape[0], n_clusters)
         w = _as_dask_weights(sample_weight, X)
         self.X, self.w = X, w
         self.dtype = X.dtype
@@ -287,10 +285,7 @@ class DaskRows:
             )
         if n_neg:
             raise ValueError("Negative values in data passed to `sample_weight`.")
-        if not total > 0:
-            raise ValueError(
-                "Sample weights must contain at least one non-zero number."
-            )
+        check_some_weight(total > 0)
         self.total_weight = total
         self.offset = (colsum / total).astype(self.dtype)
         # Dask rows are not rescaled (a scaled copy of every chunk would be

@@ -9,12 +9,10 @@ responsibilities themselves. Nothing of size ``n_samples x n_clusters``
 exists outside a block unless the caller passes ``resp_out``.
 """
 
-import functools
 from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from threadpoolctl import ThreadpoolController
 
 from ._assign import (
     BlockBuffers,
@@ -31,27 +29,6 @@ from ._assign import (
     temperature,
 )
 from ._block_stats import _accumulate_moments, _hard_stats, _softmax_stats
-
-
-@functools.cache
-def _controller():
-    return ThreadpoolController()
-
-
-def one_blas_thread(func):
-    """Run ``func`` with BLAS limited to one thread, as KMeans does.
-
-    The engine's products are per block (about 1 MiB of scores): too small
-    to gain from BLAS threads, and on a busy machine spinning BLAS threads
-    slowed a fit down twentyfold.
-    """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with _controller().limit(limits=1, user_api="blas"):
-            return func(*args, **kwargs)
-
-    return wrapper
 
 
 class PassResult(NamedTuple):

@@ -5,11 +5,12 @@ from numbers import Real
 import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
-from sklearn.utils.validation import _check_sample_weight
 
 from ._assign import ACTIVATIONS
-from ._engine import one_blas_thread, rbf_pass, squared_norms
+from ._engine import rbf_pass, squared_norms
 from ._scaling import scaled, working_units
+from ._threads import one_blas_thread
+from ._validation import check_sample_weight
 
 
 def check_data_centers(X, centers, sample_weight):
@@ -24,12 +25,7 @@ def check_data_centers(X, centers, sample_weight):
         raise ValueError(
             f"centers has {centers.shape[1]} features but X has {X.shape[1]}."
         )
-    sample_weight = _check_sample_weight(
-        sample_weight, X, dtype=X.dtype, ensure_non_negative=True
-    )
-    if not sample_weight.any():
-        raise ValueError("Sample weights must contain at least one non-zero number.")
-    return X, centers, sample_weight
+    return X, centers, check_sample_weight(sample_weight, X)
 
 
 @validate_params(

@@ -15,12 +15,13 @@ from sklearn.utils._param_validation import Interval, validate_params
 from ._engine import (
     labels_inertia,
     labels_margins,
-    one_blas_thread,
     squared_norms,
 )
 from ._loss import check_data_centers
 from ._rows import MemoryRows, lloyd
 from ._scaling import scaled, working_units
+from ._threads import one_blas_thread
+from ._validation import check_n_samples
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
 MAX_PAIRS = 24
@@ -194,10 +195,7 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     1
     """
     X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
-    if centers.shape[0] > X.shape[0]:
-        raise ValueError(
-            f"n_samples={X.shape[0]} should be >= n_clusters={centers.shape[0]}."
-        )
+    check_n_samples(X.shape[0], centers.shape[0])
     # In working units (centred, and rescaled where squared distances would
     # leave the dtype's range); lengths and the inertia are mapped back.
     X, offset, centers, scale = working_units(X, sample_weight, centers)

@@ -1,0 +1,464 @@
+"""The estimators' shared base: parameters, validation, working units, prediction.
+
+``RBFKMeans`` and ``AnnealedRBFKMeans`` share KMeans's parameters and
+methods; this module validates the data and weights, brings them into the
+engine's working units (``_scaling``), sets the fitted attributes common to
+every fit, and predicts. Every public method runs under the thread policy of
+``_threads``.
+"""
+
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import (
+    BaseEstimator,
+    ClassNamePrefixFeaturesOutMixin,
+    ClusterMixin,
+    TransformerMixin,
+)
+from sklearn.cluster import kmeans_plusplus
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils import check_array
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    validate_data,
+)
+
+from . import _dask
+from ._assign import centred_rows
+from ._engine import (
+    column_mean_variance,
+    data_offset,
+    labels_inertia,
+    rbf_pass,
+    squared_norms,
+)
+from ._scaling import scaled, working_units
+from ._threads import one_blas_thread
+from ._validation import check_n_samples, check_sample_weight
+
+
+def _weighted_mean_variance(X, sample_weight):
+    """Mean over features of the weighted variance of ``X``."""
+    _, var = column_mean_variance(X, sample_weight)
+    return max(float(np.mean(var)), 0.0)
+
+
+def _tolerance(X, sample_weight, tol):
+    """``tol`` times the mean feature variance, as KMeans scales it.
+
+    The variance is weighted (KMeans's is not), so that integer weights stay
+    equivalent to repeated rows down to the stopping iteration.
+    """
+    if tol == 0:
+        return 0.0
+    return _weighted_mean_variance(X, sample_weight) * tol
+
+
+def _auto_sigma(centers, X, sample_weight):
+    """Default width: a quarter of the median spacing of the initial centres.
+
+    Each distinct centre's spacing is the distance to its nearest other
+    distinct centre (coincident initial centres, from duplicate points, do
+    not shrink the width to zero). A sample at a centre of typical spacing
+    ``s`` then has the entmax margin ``s^2 >= 4 sigma^2 = s^2 / 4``: clusters
+    as far apart as the centres stay apart. With a single distinct centre the
+    width falls back to the root mean feature variance, then to 1.
+    """
+    # Relative to one of them: far from the origin, the distances between
+    # centres cancel (and the first centre, unlike the weighted mean, is the
+    # same for weights and repeated rows).
+    distinct = np.unique(centers - centers[0], axis=0)
+    if distinct.shape[0] > 1:
+        d2 = euclidean_distances(distinct, squared=True)
+        np.fill_diagonal(d2, np.inf)
+        spacing = float(np.median(np.sqrt(d2.min(axis=1))))
+        if spacing > 0 and np.isfinite(spacing):
+            return 0.25 * spacing
+    scale = float(np.sqrt(_weighted_mean_variance(X, sample_weight)))
+    return scale if scale > 0 and np.isfinite(scale) else 1.0
+
+
+class _BaseRBFKMeans(
+    ClassNamePrefixFeaturesOutMixin,
+    TransformerMixin,
+    ClusterMixin,
+    BaseEstimator,
+):
+    """Shared parameters, validation and prediction of the RBF estimators."""
+
+    _parameter_constraints: dict = {
+        "n_clusters": [Interval(Integral, 1, None, closed="left")],
+        "init": [StrOptions({"k-means++", "random"}), callable, "array-like"],
+        "n_init": [StrOptions({"auto"}), Interval(Integral, 1, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "verbose": ["verbose"],
+        "random_state": ["random_state"],
+        "copy_x": ["boolean"],
+    }
+
+    # -- validation -------------------------------------------------------
+
+    def _validate_X(self, X, reset=True):
+        return validate_data(
+            self,
+            X,
+            accept_sparse="csr",
+            dtype=[np.float64, np.float32],
+            order="C",
+            accept_large_sparse=True,
+            reset=reset,
+        )
+
+    def _validate_fit_data(self, X, sample_weight):
+        X = self._validate_X(X)
+        check_n_samples(X.shape[0], self.n_clusters)
+        return X, check_sample_weight(sample_weight, X)
+
+    def _check_test_data(self, X):
+        return validate_data(
+            self,
+            X,
+            accept_sparse="csr",
+            reset=False,
+            dtype=[np.float64, np.float32],
+            order="C",
+            accept_large_sparse=True,
+        )
+
+    def _resolve_n_init(self, default_n_init=10):
+        if self.n_init == "auto":
+            n_init = 1 if self._init_is_array or self.init == "k-means++" else None
+            n_init = default_n_init if n_init is None else n_init
+        else:
+            n_init = self.n_init
+        if self._init_is_array and n_init != 1:
+            warnings.warn(
+                "Explicit initial center position passed: performing only one "
+                f"init in {self.__class__.__name__} instead of n_init={n_init}.",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            n_init = 1
+        return n_init
+
+    def _check_init_array(self, X):
+        init = check_array(self.init, dtype=X.dtype, copy=True, order="C")
+        if init.shape != (self.n_clusters, X.shape[1]):
+            raise ValueError(
+                f"The shape of the initial centers {init.shape} does not match "
+                f"the number of clusters {self.n_clusters} and the number of "
+                f"features of the data {X.shape[1]}."
+            )
+        return init
+
+    def _init_centroids(self, X, init, random_state, sample_weight):
+        n_clusters = self.n_clusters
+        if self._init_is_array:
+            return init.copy()
+        if isinstance(init, str) and init == "k-means++":
+            # Far from the origin the seeding's distances cancel: there it
+            # runs on centred rows (one copy, as KMeans makes), elsewhere on
+            # X itself (no copy). The seeds are rows of X either way.
+            mean, var = column_mean_variance(X, sample_weight)
+            far = float(mean @ mean) > float(var.sum())
+            _, seeds = kmeans_plusplus(
+                centred_rows(X, data_offset(X, sample_weight)) if far else X,
+                n_clusters,
+                sample_weight=sample_weight,
+                random_state=random_state,
+            )
+            centers = X[seeds]
+        elif isinstance(init, str) and init == "random":
+            positive = np.flatnonzero(sample_weight > 0)
+            p = sample_weight[positive] / sample_weight[positive].sum()
+            seeds = random_state.choice(
+                positive,
+                size=n_clusters,
+                replace=positive.size < n_clusters,
+                p=p,
+            )
+            centers = X[seeds]
+        else:
+            centers = init(X, n_clusters, random_state=random_state)
+            centers = check_array(centers, dtype=X.dtype, copy=True, order="C")
+            if centers.shape != (n_clusters, X.shape[1]):
+                raise ValueError(
+                    f"The init callable returned centers of shape {centers.shape}; "
+                    f"expected {(n_clusters, X.shape[1])}."
+                )
+        if sp.issparse(centers):
+            centers = centers.toarray()
+        return np.ascontiguousarray(centers, dtype=X.dtype)
+
+    def _working_units(self, X, sample_weight, init=None):
+        """Rows, offset and initialisation in the engine's working units.
+
+        The engine sees ``(X - offset) / scale`` (``_scaling``): the offset
+        is the weighted mean, removed block by block, and the scale
+        (``self._scale``) is 1 unless squared distances would underflow or
+        overflow the dtype. Returns the rows (``X`` itself at scale 1), the
+        offset and ``init`` (an array or a callable) in those units.
+        """
+        array = init if self._init_is_array else None
+        X_user = X
+        X, offset, array, scale = working_units(X, sample_weight, array)
+        self._scale = scale
+        if scale != 1.0 and callable(init):
+            user_init = init
+
+            def init(X, n_clusters, random_state):
+                centers = check_array(
+                    user_init(X_user, n_clusters, random_state=random_state),
+                    dtype=X_user.dtype,
+                )
+                return scaled(centers, scale)
+
+        return X, offset, init if array is None else array
+
+    def _set_fitted(self, rows, centers, sigma, counts=None, inertia=None):
+        """Attributes shared by every fit (NumPy or dask), from working units.
+
+        Sets ``cluster_centers_``, ``labels_`` (lazy for dask rows) and
+        ``inertia_`` in the user's units (``sigma`` is in them already) and
+        warns about empty clusters. ``counts`` and ``inertia`` come from a
+        final pass when the fit made one; in memory, without them, one pass
+        gives the labels and the inertia. Returns nothing.
+        """
+        scale = self._scale
+        self.cluster_centers_ = centers * centers.dtype.type(scale)
+        self._n_features_out = centers.shape[0]
+        self._offset = rows.offset
+        if inertia is None:
+            self.labels_, inertia = labels_inertia(
+                rows.X, rows.w, centers, rows.offset, rows.x_sq
+            )
+            counts = np.bincount(self.labels_, minlength=centers.shape[0])
+        else:
+            self.labels_ = rows.labels(centers)
+        # Twice by the scale: its square may underflow where the product does not.
+        self.inertia_ = inertia * scale * scale
+        self._warn_distinct(int(np.count_nonzero(counts)), sigma)
+
+    def _warn_distinct(self, distinct, sigma):
+        if distinct < self.n_clusters:
+            warnings.warn(
+                f"Number of distinct clusters ({distinct}) found smaller than "
+                f"n_clusters ({self.n_clusters}). Possibly due to duplicate "
+                f"points in X, or to a width (sigma_={sigma:.3g}) at which "
+                "centres merge.",
+                ConvergenceWarning,
+                stacklevel=4,
+            )
+
+    def _warn_not_converged(self, subject="", stacklevel=3):
+        """``ConvergenceWarning`` when ``converged_`` is False."""
+        if not self.converged_:
+            warnings.warn(
+                f"{self.__class__.__name__}{subject} did not converge within "
+                f"max_iter={self.max_iter} iterations (tol={self.tol}); increase "
+                "max_iter or tol.",
+                ConvergenceWarning,
+                stacklevel=stacklevel,
+            )
+
+    # -- prediction ---------------------------------------------------------
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        """Compute the clustering and return the cluster index of each sample.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training instances.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples; ``None`` gives every sample weight 1.
+
+        Returns
+        -------
+        labels : ndarray of shape (n_samples,)
+            Index of the nearest centre of each sample (int32).
+        """
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    @one_blas_thread
+    def predict(self, X):
+        """Return the index of the nearest centre of each sample.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
+
+        Returns
+        -------
+        labels : ndarray or dask array of shape (n_samples,)
+            Index of the nearest centre (int32); lazy for dask input.
+        """
+        check_is_fitted(self)
+        if _dask.is_dask_collection(X):
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+            return _dask.predict(X, self._centers_as(X), self._offset_as(X))
+        X = self._scaled_rows(self._check_test_data(X))
+        ones = np.ones(X.shape[0], dtype=X.dtype)
+        return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
+
+    @one_blas_thread
+    def predict_proba(self, X):
+        """Return the responsibilities of the centres for each sample at ``sigma_``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
+
+        Returns
+        -------
+        resp : ndarray or dask array of shape (n_samples, n_clusters)
+            Soft (softmax) or sparse (entmax15, with exact zeros)
+            assignments; each row sums to one. Lazy for dask input.
+        """
+        check_is_fitted(self)
+        sigma = self.sigma_ / self._scale_of_fit()
+        if _dask.is_dask_collection(X):
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+            return _dask.predict_proba(
+                X,
+                self._centers_as(X),
+                sigma,
+                self._final_activation(),
+                self._offset_as(X),
+            )
+        X = self._scaled_rows(self._check_test_data(X))
+        offset = self._offset_as(X)
+        resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
+        rbf_pass(
+            X,
+            np.ones(X.shape[0], dtype=X.dtype),
+            self._centers_as(X),
+            sigma,
+            self._final_activation(),
+            offset,
+            squared_norms(X, offset),
+            stats=False,
+            resp_out=resp,
+        )
+        return resp
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        """Fit, then return the distances of ``X`` to the centres.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training instances.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples.
+
+        Returns
+        -------
+        X_new : ndarray of shape (n_samples, n_clusters)
+            Euclidean distance of each sample to each centre.
+        """
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    @one_blas_thread
+    def transform(self, X):
+        """Return the Euclidean distance of each sample to each centre.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
+
+        Returns
+        -------
+        X_new : ndarray or dask array of shape (n_samples, n_clusters)
+            Distances, as ``sklearn.cluster.KMeans.transform`` returns them;
+            lazy for dask input.
+        """
+        check_is_fitted(self)
+        scale = self._scale_of_fit()
+        if _dask.is_dask_collection(X):
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+            return _dask.transform(X, self._centers_as(X), self._offset_as(X)) * scale
+        X = self._scaled_rows(self._check_test_data(X))
+        centers, offset = self._centers_as(X), self._offset_as(X)
+        if np.any(offset):
+            # Centred, as in fit: far from the origin the distances cancel.
+            X, centers = centred_rows(X, offset), centers - offset
+        distances = euclidean_distances(X, centers)
+        return distances * distances.dtype.type(scale) if scale != 1.0 else distances
+
+    @one_blas_thread
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the K-Means objective (hard inertia) of ``X``.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix, dask array} of shape \
+                (n_samples, n_features)
+            New data; a dask array or DataFrame is processed chunk by chunk.
+        y : Ignored
+            Not used, present for API consistency by convention.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the samples.
+
+        Returns
+        -------
+        score : float
+            ``-sum_i w_i min_j ||x_i - mu_j||^2``.
+        """
+        check_is_fitted(self)
+        square = self._scale_of_fit() ** 2
+        if _dask.is_dask_collection(X):
+            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+            return -square * _dask.inertia(
+                X, sample_weight, self._centers_as(X), self._offset_as(X)
+            )
+        X = self._check_test_data(X)
+        sample_weight = _check_sample_weight(
+            sample_weight, X, dtype=X.dtype, ensure_non_negative=True
+        )
+        X = self._scaled_rows(X)
+        _, inertia = labels_inertia(
+            X, sample_weight, self._centers_as(X), self._offset_as(X)
+        )
+        return -square * inertia
+
+    def _centers_as(self, X):
+        """Return the centres in the working units of the fit, dtype of ``X``."""
+        centers = self.cluster_centers_.astype(X.dtype, copy=False)
+        return scaled(centers, self._scale_of_fit())
+
+    def _offset_as(self, X):
+        # Sparse rows are centred only on the offset's non-zero columns: for a
+        # model fitted on sparse data, those its mean dominates.
+        return self._offset.astype(X.dtype, copy=False)
+
+    def _scaled_rows(self, X):
+        """Return new rows ``X`` in the working units of the fit."""
+        return scaled(X, self._scale_of_fit())
+
+    def _scale_of_fit(self):
+        # Models fitted before working units existed work at scale 1.
+        return getattr(self, "_scale", 1.0)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.transformer_tags.preserves_dtype = ["float64", "float32"]
+        return tags
