@@ -3,14 +3,14 @@
 One iteration is one pass of the block kernel over all rows (the E-step and
 the sufficient statistics) plus the M-step on the driver. Rows:
 
-- ``numpy``: ``rbf_pass`` + ``m_step`` on an in-memory array, in this process.
+- ``numpy``: ``statistics`` + ``m_step`` on an in-memory array, in this process.
 - ``dask, W worker(s)``: the same pass over a dask array persisted on a
   ``LocalCluster`` of W single-threaded worker processes (``fit``'s pass:
   ``DaskRows.stats``, one tree reduction and one ``compute`` per iteration).
 - ``memmap, 2 workers``: the rows of a ``.npy`` file larger than each
   worker's memory limit, read block by block from a memory map inside the
   tasks (nothing persisted): the pass streams the file.
-- ``numpy memmap``: ``rbf_pass`` on the memory-mapped file in this process.
+- ``numpy memmap``: ``statistics`` on the memory-mapped file in this process.
 
 The data are ``k`` Gaussian blobs of unit spread in a box of side 20,
 generated block by block from fixed seeds (the same rows everywhere);
@@ -45,7 +45,8 @@ from threadpoolctl import threadpool_limits
 
 from skrbfkmeans import RBFKMeans
 from skrbfkmeans._dask import DaskRows
-from skrbfkmeans._engine import data_offset, m_step, rbf_pass, squared_norms
+from skrbfkmeans._engine import data_offset, m_step, squared_norms
+from skrbfkmeans._engine import statistics as stats_pass
 
 
 def distributed_wait(X):
@@ -109,7 +110,7 @@ class NumpyRun:
         self.centers = init
 
     def step(self):
-        res = rbf_pass(
+        res = stats_pass(
             self.X, self.w, self.centers, SIGMA, "softmax", self.offset, self.x_sq
         )
         self.centers = m_step(res.N, res.S, self.centers, self.offset)

@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._engine import labels_margins, m_step, rbf_pass
+from ._engine import free_energy, labels_margins, m_step, moments, statistics
 from ._polish import polish as polish_search
 from ._rows import MemoryRows, certify, em_fixed_sigma, lloyd
 from ._schedule import (
@@ -152,9 +152,7 @@ def first_critical_sigma(X, w, offset, x_sq, activation):
     schedule starts at ``1.1 T_c``, i.e. ``sigma = sqrt(0.55 T_c)``. Constant
     data (``lambda_max = 0``) gives 1.
     """
-    res = rbf_pass(
-        X, w, _weighted_mean(X, w), 1.0, "softmax", offset, x_sq, moments=True
-    )
+    res = moments(X, w, _weighted_mean(X, w), 1.0, "softmax", offset, x_sq)
     lam, _ = weighted_top_eigen(res.moments, res.N, res.S)
     act = "entmax15" if activation == "entmax15" else "softmax"
     T_c = critical_factor(act) * float(lam[0])
@@ -167,7 +165,7 @@ def _stage(X, w, groups, T, activation, offset, x_sq, max_iter, move_tol):
     W = float(w.sum())
     for it in range(1, max_iter + 1):
         prior = groups.mass / W if activation == "softmax" else None
-        res = rbf_pass(
+        res = statistics(
             X,
             w,
             groups.centers,
@@ -316,7 +314,7 @@ def anneal(
         prior = (
             groups.mass / groups.mass.sum() if act == "softmax" and not last else None
         )
-        res = rbf_pass(
+        res = free_energy(
             X,
             w,
             groups.centers,
@@ -324,11 +322,9 @@ def anneal(
             act,
             offset,
             x_sq,
-            # The statistics and moments only feed the split decision.
-            stats=need_split,
-            objective=True,
-            moments=need_split,
             prior=prior,
+            # The statistics and moments only feed the split decision.
+            with_statistics=need_split,
         )
         path["sigma"].append(sigma)
         path["centers"].append(groups.expanded())
@@ -376,9 +372,7 @@ def anneal(
         converged &= conv
         sigma_cap = path["sigma"][-1] / np.sqrt(2.0)
         sigma, certified = certify(rows, centers, sigma_cap)
-        res = rbf_pass(
-            X, w, centers, sigma, final_act, offset, x_sq, stats=False, objective=True
-        )
+        res = free_energy(X, w, centers, sigma, final_act, offset, x_sq)
         path["sigma"].append(sigma)
         path["centers"].append(centers)
         path["obj"].append(res.objective)

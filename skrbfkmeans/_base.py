@@ -35,7 +35,7 @@ from ._engine import (
     column_mean_variance,
     data_offset,
     labels_inertia,
-    rbf_pass,
+    responsibilities,
     squared_norms,
 )
 from ._scaling import scaled, working_units
@@ -342,18 +342,15 @@ class _BaseRBFKMeans(
         X = self._scaled_rows(self._check_test_data(X))
         offset = self._offset_as(X)
         resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
-        rbf_pass(
+        return responsibilities(
             X,
-            np.ones(X.shape[0], dtype=X.dtype),
             self._centers_as(X),
             sigma,
             self._final_activation(),
             offset,
             squared_norms(X, offset),
-            stats=False,
-            resp_out=resp,
+            resp,
         )
-        return resp
 
     def fit_transform(self, X, y=None, sample_weight=None):
         """Fit, then return the distances of ``X`` to the centres.

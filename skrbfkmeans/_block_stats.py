@@ -1,6 +1,6 @@
-"""Fast routes for the sufficient statistics of one block (``rbf_pass``).
+"""Fast routes for the sufficient statistics (``_engine.statistics``).
 
-``rbf_pass`` in ``_engine`` computes every quantity a caller may ask for on
+``_engine``'s general pass computes every quantity a caller may ask for on
 one straightforward route (distances, shifted scores, responsibilities,
 products). When only ``N``, ``S`` (and the hard inertia) are needed, these
 routes give the same sums to rounding with less work: softmax scores from
@@ -28,7 +28,7 @@ _SPARSE_EXP_DENSITY = 0.4
 
 
 def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
-    """Fast path of ``rbf_pass`` for softmax statistics; returns the inertia.
+    """Run the "scaled-softmax" route of ``statistics``; returns the inertia.
 
     ``N`` and ``S`` are accumulated in place; the hard inertia is computed
     only with ``inertia`` (no prior: the largest score gives the nearest

@@ -1,7 +1,7 @@
 """Dask collections: the engine's block passes as one tree reduction each.
 
 The M-step needs only the sufficient statistics ``N`` (k) and ``S`` (k x d),
-sums over the rows, so a pass over a dask array maps ``_engine.rbf_pass``
+sums over the rows, so a pass over a dask array maps ``_engine.statistics``
 over its row blocks (in the worker processes, when a ``dask.distributed``
 client is active) and adds the per-block results in a tree of fan-in
 ``SPLIT_EVERY``. One ``dask.compute`` per EM iteration brings the
@@ -16,10 +16,12 @@ import numpy as np
 
 from ._certificate import combine_blocks, explicit_block, fixed_point_test
 from ._engine import (
+    free_energy,
     labels_inertia,
     labels_margins,
-    rbf_pass,
+    responsibilities,
     squared_norms,
+    statistics,
 )
 from ._scaling import centred_magnitude, check_representable, safe_scale
 from ._threads import one_blas_thread
@@ -175,7 +177,7 @@ def _variance_block(Xb, wb, offset):
 def _pass_block(Xb, wb, centers, sigma, activation, offset):
     """Sufficient statistics and hard inertia of one block at width ``sigma``."""
     Xb = np.ascontiguousarray(Xb)
-    res = rbf_pass(
+    res = statistics(
         Xb, wb, centers, sigma, activation, offset, squared_norms(Xb, offset)
     )
     return res.N, res.S, res.inertia
@@ -188,9 +190,7 @@ def _final_block(Xb, wb, centers, sigma, activation, offset):
     x_sq = squared_norms(Xb, offset)
     labels, inertia = labels_inertia(Xb, wb, centers, offset, x_sq)
     counts = np.bincount(labels, minlength=centers.shape[0])
-    objective = rbf_pass(
-        Xb, wb, centers, sigma, activation, offset, x_sq, stats=False, objective=True
-    ).objective
+    objective = free_energy(Xb, wb, centers, sigma, activation, offset, x_sq).objective
     return counts, inertia, objective
 
 
@@ -231,12 +231,8 @@ def _proba_block(Xb, centers, sigma, activation, offset):
     _check_finite_block(Xb)
     Xb = np.ascontiguousarray(Xb)
     resp = np.empty((Xb.shape[0], centers.shape[0]), dtype=Xb.dtype)
-    ones = np.ones(Xb.shape[0], dtype=Xb.dtype)
     x_sq = squared_norms(Xb, offset)
-    rbf_pass(
-        Xb, ones, centers, sigma, activation, offset, x_sq, stats=False, resp_out=resp
-    )
-    return resp
+    return responsibilities(Xb, centers, sigma, activation, offset, x_sq, resp)
 
 
 def _tree(dask, parts, combine):

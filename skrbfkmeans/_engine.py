@@ -1,12 +1,13 @@
-"""The RBF K-Means engine: block passes over the data and fixed-width EM.
+"""The RBF K-Means engine: block passes over the data.
 
 Everything here takes arrays and scalars, never an estimator. A *pass* visits
-the rows in blocks (``_assign.block_rows``) and accumulates what the caller
-asks for: the sufficient statistics ``N_j = sum_i w_i r_ij`` and
-``S_j = sum_i w_i r_ij (x_i - offset)`` (float64 accumulators), the hard
-inertia, the free energy, the gradient with respect to ``X`` or the
-responsibilities themselves. Nothing of size ``n_samples x n_clusters``
-exists outside a block unless the caller passes ``resp_out``.
+the rows in blocks (``_assign.block_rows``); each entry point names what it
+accumulates: ``statistics`` (``N_j = sum_i w_i r_ij`` and
+``S_j = sum_i w_i r_ij (x_i - offset)``, float64, with the hard inertia),
+``free_energy``, ``responsibilities``, ``gradients`` (with respect to ``X``)
+and ``moments``; ``labels_inertia`` and ``labels_margins`` are the hard
+passes. Nothing of size ``n_samples x n_clusters`` exists outside a block
+unless the caller asks for the responsibilities.
 """
 
 from typing import NamedTuple
@@ -106,7 +107,102 @@ def squared_norms(X, offset):
     return out
 
 
-def rbf_pass(
+def statistics_route(activation, *, prior=None, inertia=True):
+    """Name the route ``statistics(route="auto")`` tries first.
+
+    ``"scaled-softmax"``: scores from one GEMM against the centres scaled by
+    ``1 / T``, far scores skipped, near ones gathered into a sparse product
+    (``_block_stats._softmax_stats``); it falls back to the general route
+    where scaled scores could overflow (``sigma`` near 1e-300 of the data).
+    With a prior it needs ``inertia=False``. ``"one-hot-blocks"``
+    (entmax-1.5): blocks whose rows are all one-hot take Lloyd's statistics;
+    the pass continues on the general route from its first block with a
+    soft row. ``"general"``: responsibilities block by block. All routes
+    agree to rounding (tests/test_fast_paths.py).
+    """
+    if activation == "softmax" and (prior is None or not inertia):
+        return "scaled-softmax"
+    if activation == "entmax15":
+        return "one-hot-blocks"
+    return "general"
+
+
+def statistics(
+    X,
+    sample_weight,
+    centers,
+    sigma,
+    activation,
+    offset,
+    x_sq,
+    *,
+    prior=None,
+    inertia=True,
+    route="auto",
+):
+    """The E-step's sums ``N``, ``S`` and the hard inertia, in one pass.
+
+    ``prior`` (softmax only) gives mass-constrained responsibilities;
+    ``inertia=False`` skips the inertia (reported as 0.0). ``route="auto"``
+    takes ``statistics_route``'s route, ``"general"`` the general one.
+    Returns a ``PassResult``.
+    """
+    return _pass(
+        X, sample_weight, centers, sigma, activation, offset, x_sq,
+        prior=prior, inertia=inertia, route=route,
+    )  # fmt: skip
+
+
+def free_energy(
+    X,
+    sample_weight,
+    centers,
+    sigma,
+    activation,
+    offset,
+    x_sq,
+    *,
+    prior=None,
+    with_statistics=False,
+):
+    """The free energy (``PassResult.objective``) and the hard inertia.
+
+    ``with_statistics`` also accumulates ``N``, ``S`` and the second moments
+    (what the annealing's split decision needs) in the same pass.
+    """
+    return _pass(
+        X, sample_weight, centers, sigma, activation, offset, x_sq,
+        stats=with_statistics, objective=True, moments=with_statistics,
+        prior=prior,
+    )  # fmt: skip
+
+
+def responsibilities(X, centers, sigma, activation, offset, x_sq, out):
+    """Write the responsibilities of every row into ``out``; returns ``out``."""
+    ones = np.ones(X.shape[0], dtype=out.dtype)
+    _pass(
+        X, ones, centers, sigma, activation, offset, x_sq,
+        stats=False, inertia=False, resp_out=out,
+    )  # fmt: skip
+    return out
+
+
+def gradients(X, sample_weight, centers, sigma, activation, offset, x_sq):
+    """Free energy, ``N``, ``S`` and ``dF/dX`` in one pass (``PassResult``)."""
+    return _pass(
+        X, sample_weight, centers, sigma, activation, offset, x_sq,
+        objective=True, grad_X=True,
+    )  # fmt: skip
+
+
+def moments(X, sample_weight, centers, sigma, activation, offset, x_sq):
+    """``N``, ``S`` and ``M_j = sum_i w_i r_ij x x^T`` (``PassResult``)."""
+    return _pass(
+        X, sample_weight, centers, sigma, activation, offset, x_sq, moments=True
+    )
+
+
+def _pass(
     X,
     sample_weight,
     centers,
@@ -122,8 +218,9 @@ def rbf_pass(
     prior=None,
     moments=False,
     inertia=True,
+    route="auto",
 ):
-    """One pass over ``X`` at width ``sigma``; see the module docstring.
+    """One pass over ``X`` at width ``sigma``: the entry points above.
 
     The free energy is measured from its value for ``k`` coincident centres:
     per sample, softmax gives ``-T log(mean_j exp(-d_ij / T))`` and entmax-1.5
@@ -138,11 +235,8 @@ def rbf_pass(
     skips the hard inertia (reported as 0.0); a softmax pass with a prior
     takes the fast route only then.
 
-    Statistics alone take the routes of ``_block_stats`` (softmax: scores
-    from one GEMM against the centres scaled by ``1 / T``, far scores skipped,
-    near ones gathered into a sparse product; entmax-1.5: blocks of one-hot
-    rows as Lloyd statistics). They equal this general path to rounding
-    (tests/test_fast_paths.py).
+    Statistics alone, with ``route="auto"``, take ``statistics_route``'s
+    route; they equal the general path to rounding.
 
     Cost: two ``b x k x d`` products per block (distances and ``S``) and a few
     passes over the ``b x k`` scores (one ``exp`` for softmax; entmax needs no
@@ -167,12 +261,9 @@ def rbf_pass(
     if prior is not None:
         with np.errstate(divide="ignore"):
             log_prior = np.log(np.asarray(prior, dtype=np.float64))
-    if (
-        activation == "softmax"
-        and internal
-        and stats
-        and not (objective or moments)
-        and (prior is None or not inertia)
+    fast = route == "auto" and internal and stats and not (objective or moments)
+    if fast and statistics_route(activation, prior=prior, inertia=inertia) == (
+        "scaled-softmax"
     ):
         x_sq_max = float(x_sq.max()) if n_samples else 0.0
         sc = ScaledCenters(pc, T, log_prior, x_sq_max)
@@ -193,10 +284,8 @@ def rbf_pass(
     # threshold search (_hard_stats).
     window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T
     hard = (
-        activation == "entmax15"
-        and internal
-        and stats
-        and not (moments or objective)
+        fast
+        and activation == "entmax15"
         # Beyond the dtype's range the window holds every centre.
         and window < float(np.finfo(dtype).max)
     )

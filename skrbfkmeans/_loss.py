@@ -7,7 +7,7 @@ from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._assign import ACTIVATIONS
-from ._engine import rbf_pass, squared_norms
+from ._engine import free_energy, gradients, squared_norms
 from ._scaling import scaled, working_units
 from ._threads import one_blas_thread
 from ._validation import check_sample_weight
@@ -128,18 +128,9 @@ def rbf_kmeans_loss(
     # In working units: the loss scales with the square of lengths, the
     # gradients with lengths (the scale is a power of 4: exact).
     X, offset, centers, scale = working_units(X, sample_weight, centers)
-    res = rbf_pass(
-        X,
-        sample_weight,
-        centers,
-        float(sigma) / scale,
-        activation,
-        offset,
-        squared_norms(X, offset),
-        stats=return_gradient,
-        objective=True,
-        grad_X=return_gradient,
-    )
+    args = (X, sample_weight, centers, float(sigma) / scale, activation, offset)
+    x_sq = squared_norms(X, offset)
+    res = gradients(*args, x_sq) if return_gradient else free_energy(*args, x_sq)
     loss = res.objective * scale * scale
     if not return_gradient:
         return loss

@@ -25,7 +25,14 @@ the certificate are written once, against either.
 import numpy as np
 
 from ._certificate import explicit_fixed_point
-from ._engine import labels_inertia, labels_margins, m_step, rbf_pass, squared_norms
+from ._engine import (
+    free_energy,
+    labels_inertia,
+    labels_margins,
+    m_step,
+    squared_norms,
+    statistics,
+)
 
 
 class MemoryRows:
@@ -39,7 +46,7 @@ class MemoryRows:
 
     def stats(self, centers, sigma, activation):
         """``(N, S, inertia)`` of one pass at width ``sigma``."""
-        res = rbf_pass(
+        res = statistics(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         )
         return res.N, res.S, res.inertia
@@ -63,16 +70,8 @@ class MemoryRows:
         labels, inertia = labels_inertia(
             self.X, self.w, centers, self.offset, self.x_sq
         )
-        objective = rbf_pass(
-            self.X,
-            self.w,
-            centers,
-            sigma,
-            activation,
-            self.offset,
-            self.x_sq,
-            stats=False,
-            objective=True,
+        objective = free_energy(
+            self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         ).objective
         return np.bincount(labels, minlength=centers.shape[0]), inertia, objective
 

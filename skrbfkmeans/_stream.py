@@ -12,7 +12,7 @@ point of the expected free energy).
 import numpy as np
 import scipy.sparse as sp
 
-from ._engine import m_step, rbf_pass, squared_norms
+from ._engine import m_step, squared_norms, statistics
 
 # rho_t = ((t + BURN_IN - 1) / BURN_IN)^(-DECAY). Any exponent in (0.5, 1]
 # satisfies the Robbins-Monro conditions; Cappe & Moulines found values near
@@ -35,7 +35,7 @@ def online_em_step(X, sample_weight, centers, sigma, activation, offset, stats, 
 
     ``stats`` is ``(n, s)``, the running normalised statistics (float64,
     coordinates centred on ``offset``); at ``t = 1`` the step is 1 and they
-    are replaced by the batch's. Cost: one pass of ``rbf_pass`` over the
+    are replaced by the batch's. Cost: one ``statistics`` pass over the
     batch.
 
     Returns
@@ -50,7 +50,7 @@ def online_em_step(X, sample_weight, centers, sigma, activation, offset, stats, 
         # Sparse rows are not centred by the engine: a batch is small, densify
         # it so that it lives in the same coordinates as the statistics.
         X = X.toarray()
-    res = rbf_pass(
+    res = statistics(
         X, sample_weight, centers, sigma, activation, offset, squared_norms(X, offset)
     )
     total = float(sample_weight.sum(dtype=np.float64))

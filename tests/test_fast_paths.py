@@ -1,9 +1,9 @@
 """The engine's fast paths against its straightforward path and an oracle.
 
-``rbf_pass`` computes softmax statistics on a fast path (``_block_stats``: one
-GEMM against centres scaled by ``1 / T``, far scores skipped, normalisation
-folded into the weights) whenever only ``N``, ``S`` and the inertia are
-asked for. Asking for the gradient as well forces the straightforward path
+``statistics`` takes the route ``statistics_route`` names (softmax:
+``_block_stats``, one GEMM against centres scaled by ``1 / T``, far scores
+skipped, normalisation folded into the weights; entmax-1.5: one-hot blocks
+as Lloyd statistics). ``route="general"`` forces the straightforward path
 (unscaled distances, every score exponentiated, normalised responsibilities),
 so the two can be compared on the same inputs; the oracle of
 ``tests/_rbf_oracle.py`` (explicit differences, float64 logsumexp) is the
@@ -18,7 +18,13 @@ from numpy.testing import assert_allclose
 from scipy.special import softmax
 
 from skrbfkmeans._assign import PreparedCenters, ScaledCenters, temperature
-from skrbfkmeans._engine import data_offset, rbf_pass, squared_norms
+from skrbfkmeans._engine import (
+    data_offset,
+    free_energy,
+    squared_norms,
+    statistics,
+    statistics_route,
+)
 
 
 def _inputs(kind, dtype, rng):
@@ -64,8 +70,10 @@ def _inputs(kind, dtype, rng):
 def _both_paths(X, w, C, sigma, prior=None):
     offset = data_offset(X, w)
     x_sq = squared_norms(X, offset)
-    fast = rbf_pass(X, w, C, sigma, "softmax", offset, x_sq, prior=prior)
-    slow = rbf_pass(X, w, C, sigma, "softmax", offset, x_sq, prior=prior, grad_X=True)
+    fast = statistics(X, w, C, sigma, "softmax", offset, x_sq, prior=prior)
+    slow = statistics(
+        X, w, C, sigma, "softmax", offset, x_sq, prior=prior, route="general"
+    )
     return fast, slow, offset
 
 
@@ -133,8 +141,8 @@ def test_fast_path_with_prior_matches(dtype, global_random_seed):
     offset = data_offset(X, w)
     x_sq = squared_norms(X, offset)
     kw = dict(prior=prior, inertia=False)
-    fast = rbf_pass(X, w, C, 2.0, "softmax", offset, x_sq, **kw)
-    slow = rbf_pass(X, w, C, 2.0, "softmax", offset, x_sq, grad_X=True, **kw)
+    fast = statistics(X, w, C, 2.0, "softmax", offset, x_sq, **kw)
+    slow = statistics(X, w, C, 2.0, "softmax", offset, x_sq, route="general", **kw)
     N_o, S_o, _ = _oracle_stats(X, w, C, 2.0, prior)
     rtol = 200 * np.finfo(dtype).eps
     assert fast.N[3] == 0.0 and slow.N[3] == 0.0
@@ -254,8 +262,8 @@ def test_one_hot_entmax_blocks_match_the_threshold_search(
     offset = data_offset(X, w)
     x_sq = squared_norms(X, offset)
     args = (X, w, C, sigma, "entmax15", offset, x_sq)
-    fast = rbf_pass(*args)
-    slow = rbf_pass(*args, grad_X=True)
+    fast = statistics(*args)
+    slow = statistics(*args, route="general")
     eps = np.finfo(dtype).eps
     rtol = 200 * eps
     W = float(w.sum())
@@ -298,10 +306,10 @@ def test_hard_blocks_taken_only_when_every_row_is_one_hot(monkeypatch):
     X = np.array([[0.1, 0.0], [3.9, 0.0], [-1.0, 0.5]])
     # No centring, so that the tie below is exact in floating point.
     offset = np.zeros(2)
-    rbf_pass(X, np.ones(3), C, 0.0, "entmax15", offset, squared_norms(X, offset))
+    statistics(X, np.ones(3), C, 0.0, "entmax15", offset, squared_norms(X, offset))
     tied = np.vstack([X, [[2.0, 1.0]]])  # equidistant from both centres
     x_sq = squared_norms(tied, offset)
-    res = rbf_pass(tied, np.ones(4), C, 0.0, "entmax15", offset, x_sq)
+    res = statistics(tied, np.ones(4), C, 0.0, "entmax15", offset, x_sq)
     assert taken == [True, False]
     # The tie is split evenly, as entmax-1.5 does at any width.
     assert_allclose(res.N, [2.5, 1.5])
@@ -325,13 +333,44 @@ def test_second_moments_match_explicit_sums(d, sigma, sparse, global_random_seed
     if sparse:
         offset = np.zeros(d)
     x_sq = squared_norms(Xin, offset)
-    res = rbf_pass(
-        Xin, w, C, sigma, "softmax", offset, x_sq, moments=True, objective=True,
-        prior=prior,
-    )  # fmt: skip
+    res = free_energy(
+        Xin, w, C, sigma, "softmax", offset, x_sq, prior=prior, with_statistics=True
+    )
     scores = -sq_distances(X, C) / (2 * sigma**2) + np.log(prior)
     R = softmax(scores, axis=1)
     Y = X - offset
     expected = np.einsum("ij,ia,ib->jab", R * w[:, None], Y, Y)
     scale = float(np.abs(expected).max())
     assert_allclose(res.moments, expected, rtol=1e-10, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize(
+    "activation, prior, inertia, route",
+    [
+        ("softmax", None, True, "scaled-softmax"),
+        ("softmax", [0.5, 0.5], False, "scaled-softmax"),
+        ("softmax", [0.5, 0.5], True, "general"),
+        ("entmax15", None, True, "one-hot-blocks"),
+    ],
+)
+def test_statistics_route_names(activation, prior, inertia, route, monkeypatch):
+    # Check that the named route is the one statistics takes: the softmax
+    # route runs _softmax_stats exactly when it is named.
+    import skrbfkmeans._engine as engine
+
+    assert statistics_route(activation, prior=prior, inertia=inertia) == route
+    calls = []
+    real = engine._softmax_stats
+    monkeypatch.setattr(
+        engine, "_softmax_stats", lambda *a: calls.append(1) or real(*a)
+    )
+    rng = np.random.default_rng(0)
+    X, C = rng.standard_normal((50, 2)), rng.standard_normal((2, 2))
+    w = np.ones(50)
+    offset = data_offset(X, w)
+    args = (X, w, C, 1.0, activation, offset, squared_norms(X, offset))
+    statistics(*args, prior=prior, inertia=inertia)
+    assert bool(calls) == (route == "scaled-softmax")
+    calls.clear()
+    statistics(*args, prior=prior, inertia=inertia, route="general")
+    assert not calls

@@ -15,7 +15,7 @@ from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
 from skrbfkmeans import RBFKMeans
-from skrbfkmeans._engine import data_offset, rbf_pass, squared_norms
+from skrbfkmeans._engine import data_offset, squared_norms, statistics
 
 ACTIVATIONS = ["softmax", "entmax15"]
 
@@ -70,7 +70,7 @@ def test_update_rule(activation, global_random_seed):
     offset = data_offset(A, wa)
 
     def normalised(Xb, wb_, centers):
-        res = rbf_pass(Xb, wb_, centers, 0.8, activation, offset,
+        res = statistics(Xb, wb_, centers, 0.8, activation, offset,
                        squared_norms(Xb, offset))  # fmt: skip
         return res.N / wb_.sum(), res.S / wb_.sum()
 
