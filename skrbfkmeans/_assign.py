@@ -136,6 +136,35 @@ def centred_block(X, sl, offset, buf):
     return Xb
 
 
+class BlockPlan:
+    """The block loop every pass shares: block size, buffers, prepared centres.
+
+    Iterating gives ``(slice, centred rows)`` for each block;
+    ``distances()`` adds the partial distances ``e = ||mu||^2 - 2 x . mu``
+    with each row's nearest centre and its ``e``.
+    """
+
+    def __init__(self, X, centers, offset, activation="softmax"):
+        dtype = centers.dtype
+        n_samples, n_features = X.shape
+        n_clusters = centers.shape[0]
+        self.X, self.offset = X, offset
+        self.pc = PreparedCenters(centers, offset, dtype)
+        self.step = block_rows(n_samples, n_clusters, n_features, dtype, activation)
+        self.buf = BlockBuffers(
+            self.step, n_clusters, n_features, dtype, activation, sp.issparse(X)
+        )
+
+    def __iter__(self):
+        for sl in blocks(self.X.shape[0], self.step):
+            yield sl, centred_block(self.X, sl, self.offset, self.buf)
+
+    def distances(self):
+        """Yield ``(slice, rows, E, argmin, min)`` for each block."""
+        for sl, Xb in self:
+            yield (sl, Xb, *partial_distances(Xb, self.pc, self.buf))
+
+
 def augmented_block(X, sl, offset, buf):
     """Dense rows ``sl`` of ``X`` minus ``offset``, then a column of ones.
 

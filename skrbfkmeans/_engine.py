@@ -16,14 +16,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._assign import (
-    BlockBuffers,
-    PreparedCenters,
+    BlockPlan,
     ScaledCenters,
-    block_rows,
-    blocks,
-    centred_block,
     centred_rows,
-    partial_distances,
     pooled_empty,
     responsibilities_inplace,
     scores_inplace,
@@ -140,7 +135,7 @@ def statistics(
     inertia=True,
     route="auto",
 ):
-    """The E-step's sums ``N``, ``S`` and the hard inertia, in one pass.
+    """Return the E-step's sums ``N``, ``S`` and the hard inertia, in one pass.
 
     ``prior`` (softmax only) gives mass-constrained responsibilities;
     ``inertia=False`` skips the inertia (reported as 0.0). ``route="auto"``
@@ -165,7 +160,7 @@ def free_energy(
     prior=None,
     with_statistics=False,
 ):
-    """The free energy (``PassResult.objective``) and the hard inertia.
+    """Return the free energy (``PassResult.objective``) and the hard inertia.
 
     ``with_statistics`` also accumulates ``N``, ``S`` and the second moments
     (what the annealing's split decision needs) in the same pass.
@@ -245,10 +240,9 @@ def _pass(
     dtype = centers.dtype
     n_samples, n_features = X.shape
     n_clusters = centers.shape[0]
-    pc = PreparedCenters(centers, offset, dtype)
+    plan = BlockPlan(X, centers, offset, activation)
+    pc, step, buf = plan.pc, plan.step, plan.buf
     T, inv_T = temperature(sigma, dtype)
-    step = block_rows(n_samples, n_clusters, n_features, dtype, activation)
-    buf = BlockBuffers(step, n_clusters, n_features, dtype, activation, sp.issparse(X))
     N = np.zeros(n_clusters) if stats else None
     S = np.zeros((n_clusters, n_features)) if stats else None
     G = np.empty((n_samples, n_features), dtype=dtype) if grad_X else None
@@ -289,11 +283,9 @@ def _pass(
         # Beyond the dtype's range the window holds every centre.
         and window < float(np.finfo(dtype).max)
     )
-    for sl in blocks(n_samples, step):
-        Xb = centred_block(X, sl, offset, buf)
+    for sl, Xb, E, imin, e_min in plan.distances():
         wb = sample_weight[sl]
         b = wb.shape[0]
-        E, imin, e_min = partial_distances(Xb, pc, buf)
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
         if inertia:
             total_inertia += float(wb @ d_min)
@@ -383,19 +375,11 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
     ``fit`` and ``predict`` both call this on the same arrays, so ``labels_``
     equals ``predict(X)`` bit for bit.
     """
-    dtype = centers.dtype
-    n_samples, n_features = X.shape
     if x_sq is None:
         x_sq = squared_norms(X, offset)
-    pc = PreparedCenters(centers, offset, dtype)
-    n_clusters = pc.C.shape[0]
-    step = block_rows(n_samples, n_clusters, n_features, dtype, "softmax")
-    buf = BlockBuffers(step, n_clusters, n_features, dtype, "softmax", sp.issparse(X))
-    labels = np.empty(n_samples, dtype=np.int32)
+    labels = np.empty(X.shape[0], dtype=np.int32)
     inertia = 0.0
-    for sl in blocks(n_samples, step):
-        Xb = centred_block(X, sl, offset, buf)
-        _, imin, e_min = partial_distances(Xb, pc, buf)
+    for sl, _, _, imin, e_min in BlockPlan(X, centers, offset).distances():
         labels[sl] = imin
         inertia += float(sample_weight[sl] @ np.maximum(x_sq[sl] + e_min, 0.0))
     return labels, inertia
@@ -411,18 +395,11 @@ def labels_margins(X, centers, offset):
     The last array plus ``squared_norms(X, offset)`` is the squared distance
     to the nearest centre.
     """
-    dtype = centers.dtype
-    n_samples, n_features = X.shape
-    pc = PreparedCenters(centers, offset, dtype)
-    n_clusters = pc.C.shape[0]
-    step = block_rows(n_samples, n_clusters, n_features, dtype, "softmax")
-    buf = BlockBuffers(step, n_clusters, n_features, dtype, "softmax", sp.issparse(X))
+    n_samples, n_clusters = X.shape[0], centers.shape[0]
     labels = np.empty(n_samples, dtype=np.int32)
     margins = np.full(n_samples, np.inf)
-    nearest = np.empty(n_samples, dtype=dtype)
-    for sl in blocks(n_samples, step):
-        Xb = centred_block(X, sl, offset, buf)
-        E, imin, e_min = partial_distances(Xb, pc, buf)
+    nearest = np.empty(n_samples, dtype=centers.dtype)
+    for sl, _, E, imin, e_min in BlockPlan(X, centers, offset).distances():
         labels[sl] = imin
         nearest[sl] = e_min
         if n_clusters > 1:
