@@ -34,7 +34,7 @@ import numpy as np
 
 from ._engine import free_energy, labels_margins, m_step, moments, statistics
 from ._polish import polish as polish_search
-from ._rows import MemoryRows, certify, em_fixed_sigma, lloyd
+from ._rows import certify, em_fixed_sigma, lloyd
 from ._schedule import (
     choose_split,
     critical_factor,
@@ -159,54 +159,126 @@ def first_critical_sigma(X, w, offset, x_sq, activation):
     return float(np.sqrt(0.55 * T_c)) if T_c > 0 else 1.0
 
 
-def _stage(X, w, groups, T, activation, offset, x_sq, max_iter, move_tol):
-    """EM at temperature ``T`` over the groups; returns (iterations, converged)."""
-    sigma = np.sqrt(T / 2.0)
-    W = float(w.sum())
-    for it in range(1, max_iter + 1):
-        prior = groups.mass / W if activation == "softmax" else None
-        res = statistics(
-            X,
-            w,
-            groups.centers,
-            sigma,
-            activation,
-            offset,
-            x_sq,
-            prior=prior,
-            inertia=False,
+class _Path:
+    """The state after every stage, recorded for the fit's path attributes."""
+
+    def __init__(self):
+        self.sigma, self.centers, self.obj = [], [], []
+        self.inertia, self.n, self.act = [], [], []
+        self.critical = []  # widths at which a group split
+
+    def record(self, sigma, centers, res, n_distinct, activation):
+        self.sigma.append(sigma)
+        self.centers.append(centers)
+        self.obj.append(res.objective)
+        self.inertia.append(res.inertia)
+        self.n.append(n_distinct)
+        self.act.append(activation)
+
+    def result(self, centers, sigma, n_iter, converged, certified, activation, moves):
+        """Return the ``AnnealResult`` of the run, path arrays included."""
+        return AnnealResult(
+            centers=centers,
+            sigma=float(sigma),
+            n_iter=n_iter,
+            converged=bool(converged),
+            certified=bool(certified),
+            activation=activation,
+            sigma_path=np.array(self.sigma),
+            centers_path=np.array(self.centers),
+            objective_path=np.array(self.obj),
+            inertia_path=np.array(self.inertia),
+            n_distinct_path=np.array(self.n, dtype=np.intp),
+            activation_path=np.array(self.act, dtype=object),
+            critical_sigmas=np.array(self.critical),
+            n_polish_moves=moves,
         )
-        new = m_step(res.N, res.S, groups.centers, offset)
-        move = float(np.sqrt(((new - groups.centers) ** 2).sum(axis=1).max()))
-        groups.centers, groups.mass = new, res.N
-        if move <= move_tol:
-            return it, True
-    return max_iter, False
 
 
-def _next_temperature(
-    X,
-    w,
-    groups,
-    res,
-    T,
-    act,
-    activation,
-    cooling,
-    offset,
-    mass_unit,
-    n_clusters,
-    critical,
-    sigma,
-):
-    """Split or cool after a stage: ``(T_next, activation)``, or ``None``.
+class _Schedule:
+    """The annealing state (groups, temperature, map) and its steps.
 
-    ``None`` means the schedule has nothing left to do: the responsibilities
-    are hard, or no group can split any more.
+    ``stage`` runs EM at the current temperature and merges and drops groups;
+    ``measure`` takes the free energy (and, before a split, the moments);
+    ``split`` splits the chosen group, or says none has crossed its critical
+    temperature; ``cool`` lowers the temperature (or switches softmax to
+    entmax-1.5 once hard), or says there is nothing left to do.
     """
-    if groups.n < n_clusters:
+
+    def __init__(self, rows, n_clusters, groups, T, activation, cooling, mass_unit):
+        self.rows, self.n_clusters, self.groups = rows, n_clusters, groups
+        self.T = T
+        self.requested = activation  # "auto", "softmax" or "entmax15"
+        self.act = "entmax15" if activation == "entmax15" else "softmax"
+        self.cooling, self.mass_unit = cooling, mass_unit
+
+    @property
+    def sigma(self):
+        return float(np.sqrt(self.T / 2.0))
+
+    def stage(self, max_iter, tol):
+        """EM at ``T`` over the groups, then merges and drops; the iterations.
+
+        A stage near a critical width may end at ``max_iter``: the next stage
+        continues from where it stopped, so only the final phase decides
+        convergence.
+        """
+        rows, groups = self.rows, self.groups
+        move_tol = 30 * tol * np.sqrt(self.T)
+        W = float(rows.w.sum())
+        it = max_iter
+        for i in range(1, max_iter + 1):
+            prior = groups.mass / W if self.act == "softmax" else None
+            res = statistics(
+                rows.X, rows.w, groups.centers, self.sigma, self.act,
+                rows.offset, rows.x_sq, prior=prior, inertia=False,
+            )  # fmt: skip
+            new = m_step(res.N, res.S, groups.centers, rows.offset)
+            move = float(np.sqrt(((new - groups.centers) ** 2).sum(axis=1).max()))
+            groups.centers, groups.mass = new, res.N
+            if move <= move_tol:
+                it = i
+                break
+        groups.merge_close(0.05 * np.sqrt(self.T))
+        groups.drop_light(0.5 * self.mass_unit)
+        return it
+
+    def settle(self, max_iter, tol):
+        """Plain EM on the k centres at ``T`` (no prior): the model at sigma_end."""
+        centers, it, conv = em_fixed_sigma(
+            self.rows,
+            self.groups.expanded(),
+            self.sigma,
+            self.act,
+            max_iter=max_iter,
+            tol=0.0 if tol == 0 else (30 * tol) ** 2 * self.T,
+        )
+        k = self.n_clusters
+        self.groups = _Groups(centers, np.zeros(k), np.arange(k))
+        return it, conv
+
+    def measure(self, last):
+        """Return the free energy at ``T``; before a split, the moments too."""
+        groups, rows = self.groups, self.rows
+        need_split = groups.n < self.n_clusters and not last
+        softmax = self.act == "softmax" and not last
+        prior = groups.mass / groups.mass.sum() if softmax else None
+        return free_energy(
+            rows.X, rows.w, groups.centers, self.sigma, self.act, rows.offset,
+            rows.x_sq, prior=prior,
+            # The statistics and moments only feed the split decision.
+            with_statistics=need_split,
+        )  # fmt: skip
+
+    def split(self, res):
+        """Split the chosen group and cool; ``None`` if none has crossed.
+
+        Returns True after a split, False when the temperature jumped to
+        just below the next critical one, None when no group can split.
+        """
+        groups, offset = self.groups, self.rows.offset
         lam, vec = weighted_top_eigen(res.moments, res.N, res.S)
-        j = choose_split(res.N / mass_unit, lam, T, act)
+        j = choose_split(res.N / self.mass_unit, lam, self.T, self.act)
         if j is not None:
             mu = groups.centers[j] - offset
             left, right = split_children(mu, lam[j], vec[j])
@@ -214,28 +286,45 @@ def _next_temperature(
             groups.split(
                 j, (left + offset).astype(dtype), (right + offset).astype(dtype)
             )
-            critical.append(sigma)
-            return cooling * T, act
-        T_c = next_critical_temperature(res.N / mass_unit, lam, act)
+            self.T *= self.cooling
+            return True
+        T_c = next_critical_temperature(res.N / self.mass_unit, lam, self.act)
         if T_c <= 0:
             return None  # no group can split: fewer distinct structures than k
-        return min(cooling * T, T_c * (1.0 - 1e-3)), act
-    # All k centres exist: cool fast until the responsibilities are hard.
-    _, margins, _ = labels_margins(X, groups.centers, offset)
-    if act == "softmax":
-        if softmax_hard_fraction(margins, T, w, X.dtype) < HARD_FRACTION:
-            return 0.5 * T, act
-        if activation == "softmax":
-            return None
-        return 0.5 * T, "entmax15"
-    if margins[w > 0].min() < 2.0 * T:
-        return 0.5 * T, act
-    return None
+        self.T = min(self.cooling * self.T, T_c * (1.0 - 1e-3))
+        return False
+
+    def cool(self):
+        """With all k centres: halve ``T`` until hard; False when hard."""
+        rows = self.rows
+        _, margins, _ = labels_margins(rows.X, self.groups.centers, rows.offset)
+        if self.act == "softmax":
+            hard = softmax_hard_fraction(margins, self.T, rows.w, rows.X.dtype)
+            if hard >= HARD_FRACTION:
+                if self.requested == "softmax":
+                    return False
+                self.act = "entmax15"
+        elif margins[rows.w > 0].min() >= 2.0 * self.T:
+            return False
+        self.T *= 0.5
+        return True
+
+
+def _initial_groups(rows, n_clusters, init_centers):
+    """One group at the weighted mean, or one group per initial centre."""
+    W = float(rows.w.sum())
+    if init_centers is None:
+        mean = _weighted_mean(rows.X, rows.w)
+        return _Groups(mean, np.array([W]), np.zeros(n_clusters, dtype=np.intp))
+    return _Groups(
+        np.array(init_centers, dtype=rows.X.dtype),
+        np.full(n_clusters, W / n_clusters),
+        np.arange(n_clusters),
+    )
 
 
 def anneal(
-    X,
-    w,
+    rows,
     n_clusters,
     *,
     init_centers,
@@ -245,164 +334,96 @@ def anneal(
     activation,
     max_iter,
     tol,
-    offset,
-    x_sq,
     mass_unit,
     polish=False,
     verbose=0,
 ):
     """Run the schedule of the module docstring; returns an ``AnnealResult``.
 
-    ``init_centers=None`` starts from one group at the weighted mean (the
-    caller picks ``sigma_start``, e.g. with ``first_critical_sigma``).
-    ``sigma_end=None`` cools until certified; a float stops there with a plain (no
-    prior) EM on the k centres. ``activation`` is "auto", "softmax" or
-    "entmax15"; ``mass_unit`` is the weight of one sample for the split and
-    drop thresholds.
+    ``rows`` is a ``_rows.MemoryRows``. ``init_centers=None`` starts from one
+    group at the weighted mean (the caller picks ``sigma_start``, e.g. with
+    ``first_critical_sigma``). ``sigma_end=None`` cools until certified; a
+    float stops there with a plain (no prior) EM on the k centres.
+    ``activation`` is "auto", "softmax" or "entmax15"; ``mass_unit`` is the
+    weight of one sample for the split and drop thresholds.
     """
-    dtype = X.dtype
-    rows = MemoryRows(X, w, offset, x_sq)
-    act = "entmax15" if activation == "entmax15" else "softmax"
-    W = float(w.sum())
-    if init_centers is None:
-        groups = _Groups(
-            _weighted_mean(X, w), np.array([W]), np.zeros(n_clusters, dtype=np.intp)
-        )
-    else:
-        groups = _Groups(
-            np.array(init_centers, dtype=dtype),
-            np.full(n_clusters, W / n_clusters),
-            np.arange(n_clusters),
-        )
-    T = 2.0 * sigma_start**2
+    groups = _initial_groups(rows, n_clusters, init_centers)
+    sched = _Schedule(
+        rows, n_clusters, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
+    )
     T_end = None if sigma_end is None else 2.0 * sigma_end**2
-
-    path = {k: [] for k in ("sigma", "centers", "obj", "inertia", "n", "act")}
-    critical = []
-    n_iter = 0
-    converged = True
+    path = _Path()
+    n_iter, converged = 0, True
     max_stages = 20 * n_clusters + 200
     for _ in range(max_stages):
-        last = T_end is not None and T <= T_end * (1 + 1e-12)
+        last = T_end is not None and sched.T <= T_end * (1 + 1e-12)
         if last:
-            T = T_end
-        sigma = float(np.sqrt(T / 2.0))
-        if last:
-            # The model at sigma_end: plain EM on the k centres, no prior.
-            centers, it, conv = em_fixed_sigma(
-                rows,
-                groups.expanded(),
-                sigma,
-                act,
-                max_iter=max_iter,
-                tol=0.0 if tol == 0 else (30 * tol) ** 2 * T,
-            )
-            n_iter += it
+            sched.T = T_end
+            it, conv = sched.settle(max_iter, tol)
             converged &= conv
-            groups = _Groups(centers, np.zeros(n_clusters), np.arange(n_clusters))
         else:
-            # A stage near a critical width may end at max_iter: the next
-            # stage continues from where it stopped, so only the final phase
-            # decides convergence.
-            it, _ = _stage(
-                X, w, groups, T, act, offset, x_sq, max_iter, 30 * tol * np.sqrt(T)
-            )
-            n_iter += it
-            groups.merge_close(0.05 * np.sqrt(T))
-            groups.drop_light(0.5 * mass_unit)
-        need_split = groups.n < n_clusters and not last
-        prior = (
-            groups.mass / groups.mass.sum() if act == "softmax" and not last else None
-        )
-        res = free_energy(
-            X,
-            w,
-            groups.centers,
-            sigma,
-            act,
-            offset,
-            x_sq,
-            prior=prior,
-            # The statistics and moments only feed the split decision.
-            with_statistics=need_split,
-        )
-        path["sigma"].append(sigma)
-        path["centers"].append(groups.expanded())
-        path["obj"].append(res.objective)
-        path["inertia"].append(res.inertia)
-        path["n"].append(groups.n)
-        path["act"].append(act)
+            it = sched.stage(max_iter, tol)
+        n_iter += it
+        sigma = sched.sigma
+        res = sched.measure(last)
+        groups = sched.groups
+        path.record(sigma, groups.expanded(), res, groups.n, sched.act)
         if verbose:
             print(
-                f"Stage {len(path['sigma']) - 1}: sigma {sigma:.4g}, "
+                f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, "
                 f"{groups.n} distinct centres, {it} iterations, "
                 f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
             )
         if last:
             break
-        step = _next_temperature(
-            X, w, groups, res, T, act, activation, cooling, offset, mass_unit,
-            n_clusters, critical, sigma,
-        )  # fmt: skip
-        if step is not None:
-            T, act = step
-        elif T_end is None:
-            break
+        if groups.n < n_clusters:
+            outcome = sched.split(res)  # True: split, False: jumped, None
+            if outcome:
+                path.critical.append(sigma)
+            done = outcome is None
         else:
-            T = T_end  # nothing left to do above the requested width
+            done = not sched.cool()
+        if done:
+            if T_end is None:
+                break
+            sched.T = T_end  # nothing left to do above the requested width
     else:
         # The stage cap only guards against a schedule that cycles; the final
         # phase below still decides convergence and certification.
         if verbose:
             print(f"Stopped the schedule after {max_stages} stages.")
-
-    centers = groups.expanded()
-    final_act = act
-    n_moves = 0
-    if T_end is None:
-        centers, it, conv = lloyd(rows, centers, max_iter)
-        if polish:
-            # Split/merge moves from the hard solution; each ends on a Lloyd
-            # fixed point, and the certificate below is computed afresh.
-            centers, _, n_moves, it_polish = polish_search(
-                X, w, centers, offset, x_sq, max_iter=max_iter
-            )
-            it += it_polish
-        n_iter += it
-        converged &= conv
-        sigma_cap = path["sigma"][-1] / np.sqrt(2.0)
-        sigma, certified = certify(rows, centers, sigma_cap)
-        res = free_energy(X, w, centers, sigma, final_act, offset, x_sq)
-        path["sigma"].append(sigma)
-        path["centers"].append(centers)
-        path["obj"].append(res.objective)
-        path["inertia"].append(res.inertia)
-        path["n"].append(np.unique(centers, axis=0).shape[0])
-        path["act"].append(final_act)
-        if verbose:
-            print(
-                f"Stage {len(path['sigma']) - 1}: sigma {sigma:.4g}, Lloyd "
-                f"{'converged' if conv else 'stopped'} after {it} iterations, "
-                f"{n_moves} polish moves, inertia {res.inertia:.6g}, "
-                f"certified {certified}."
-            )
-    else:
-        sigma = path["sigma"][-1]
+    if T_end is not None:
+        centers = sched.groups.expanded()
+        sigma = path.sigma[-1]
         cert_sigma, certified = certify(rows, centers, sigma)
         certified &= cert_sigma >= sigma
-    return AnnealResult(
-        centers=centers,
-        sigma=float(sigma),
-        n_iter=n_iter,
-        converged=bool(converged),
-        certified=bool(certified),
-        activation=final_act,
-        sigma_path=np.array(path["sigma"]),
-        centers_path=np.array(path["centers"]),
-        objective_path=np.array(path["obj"]),
-        inertia_path=np.array(path["inertia"]),
-        n_distinct_path=np.array(path["n"], dtype=np.intp),
-        activation_path=np.array(path["act"], dtype=object),
-        critical_sigmas=np.array(critical),
-        n_polish_moves=n_moves,
+        return path.result(centers, sigma, n_iter, converged, certified, sched.act, 0)
+    return _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose)
+
+
+def _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose):
+    """Lloyd to label stability, the polish, the certificate; the result."""
+    centers, it, conv = lloyd(rows, sched.groups.expanded(), max_iter)
+    n_moves = 0
+    if polish:
+        # Split/merge moves from the hard solution; each ends on a Lloyd
+        # fixed point, and the certificate below is computed afresh.
+        centers, _, n_moves, it_polish = polish_search(
+            rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
+        )
+        it += it_polish
+    sigma_cap = path.sigma[-1] / np.sqrt(2.0)
+    sigma, certified = certify(rows, centers, sigma_cap)
+    res = free_energy(rows.X, rows.w, centers, sigma, sched.act, rows.offset, rows.x_sq)
+    n_distinct = np.unique(centers, axis=0).shape[0]
+    path.record(sigma, centers, res, n_distinct, sched.act)
+    if verbose:
+        print(
+            f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, Lloyd "
+            f"{'converged' if conv else 'stopped'} after {it} iterations, "
+            f"{n_moves} polish moves, inertia {res.inertia:.6g}, "
+            f"certified {certified}."
+        )
+    return path.result(
+        centers, sigma, n_iter + it, converged and conv, certified, sched.act, n_moves
     )

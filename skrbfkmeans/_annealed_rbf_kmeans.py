@@ -291,6 +291,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         X, offset, init = self._working_units(X, sample_weight, init)
         scale = self._scale
         x_sq = squared_norms(X, offset)
+        rows = MemoryRows(X, sample_weight, offset, x_sq)
         act = "entmax15" if self.activation == "entmax15" else "softmax"
         sigma_end = None if self.sigma_end == "auto" else float(self.sigma_end) / scale
 
@@ -312,8 +313,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                     f"sigma_end={sigma_end * scale:.6g}."
                 )
             result = anneal(
-                X,
-                sample_weight,
+                rows,
                 self.n_clusters,
                 init_centers=init_centers,
                 sigma_start=sigma_start,
@@ -322,8 +322,6 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 activation=self.activation,
                 max_iter=self.max_iter,
                 tol=self.tol,
-                offset=offset,
-                x_sq=x_sq,
                 mass_unit=_mass_unit(sample_weight),
                 polish=self.polish,
                 verbose=self.verbose,
@@ -334,7 +332,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 best = (key, result)
 
         result = best[1]
-        self._apply(MemoryRows(X, sample_weight, offset, x_sq), result)
+        self._apply(rows, result)
         return self
 
     def _apply(self, rows, result, objective=None, final=None):
