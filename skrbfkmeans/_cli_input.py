@@ -1,0 +1,252 @@
+"""What the command line reads, and the checks made before any work.
+
+:func:`read_input` reads INPUT, a ``.csv`` (with or without a header row)
+or a ``.npy``, into a float array; every problem with it is a
+:class:`~skrbfkmeans._cli_errors.CLIError` naming the file and, for a
+``.csv``, the line. :func:`check_output` and :func:`check_replaceable`
+refuse, before the minutes of work rather than after, an output that could
+not or should not be written: the input itself, or a read-only file, unless
+``--force``.
+"""
+
+import csv
+import itertools
+import math
+import os
+
+import numpy as np
+
+from ._cli_errors import CLIError
+
+
+def read_input(path, header=None):
+    """Read INPUT (``.csv`` or ``.npy``): ``(X, feature names or None)``.
+
+    ``header`` (``.csv`` only): whether the first row is a header; ``None``
+    decides from the file (see :func:`_read_csv`).
+    """
+    if not os.path.exists(path):
+        raise CLIError(f"{path}: no such file")
+    if os.path.isdir(path):
+        raise CLIError(f"{path}: is a directory")
+    extension = os.path.splitext(path)[1].lower()
+    if extension not in (".csv", ".npy"):
+        raise CLIError(
+            f"{path}: unknown extension {extension or '(none)'!r}; "
+            "INPUT must be .csv or .npy"
+        )
+    if header is not None and extension != ".csv":
+        raise CLIError(f"{path}: --header and --no-header apply to .csv input")
+    try:
+        if extension == ".csv":
+            X, names = _read_csv(path, header)
+        else:
+            X, names = _read_npy(path)
+    except OSError as exc:
+        raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
+    bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
+    if bad.size:
+        raise CLIError(f"{path}: NaN or infinite value in row {bad[0]}")
+    return X, names
+
+
+# -- .csv --------------------------------------------------------------------
+
+
+def _read_csv(path, header=None):
+    """Numbers of a comma-separated file, with or without a header row.
+
+    ``header=True`` takes the first row as the header and ``False`` as data.
+    ``None`` takes it as the header only when none of its fields is a number
+    and a later row is all numbers (see :func:`_is_header`): a data row with
+    a bad field, ``NA,2`` or ``1,``, is reported, never dropped. Returns
+    ``(X, names)`` with ``names`` ``None`` without a header.
+    """
+    rows = []
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            records, names, detected = _split_header(csv.reader(f), header)
+            n_columns = None if names is None else len(names)
+            for line_num, fields in records:
+                # The hint that the first row may be a header is for the
+                # first row read as data, when it was not taken as one.
+                maybe_header = detected and names is None and not rows
+                line = f"{path}, line {line_num}"
+                rows.append(_row_values(fields, line, n_columns, names, maybe_header))
+                n_columns = len(fields)
+    except UnicodeDecodeError:
+        raise CLIError(f"cannot read {path}: not UTF-8 text") from None
+    except csv.Error as exc:
+        raise CLIError(f"cannot read {path}: {exc}") from None
+    if not rows:
+        raise CLIError(f"{path}: no data rows")
+    return np.array(rows, dtype=np.float64), names
+
+
+def _split_header(reader, header):
+    """Split the rows of ``reader`` into the header and the data records.
+
+    Returns ``(records, names, detected)``: an iterator of ``(line number,
+    fields)`` for each data row that is not blank, the header's field names
+    (``None`` without a header), and whether the header was decided from the
+    file (``header`` was ``None``). Rows are read lazily, as the caller
+    iterates ``records``.
+    """
+    # (line number, fields) of each row that is not blank.
+    records = (
+        (reader.line_num, fields)
+        for fields in reader
+        if any(field.strip() for field in fields)
+    )
+    first = next(records, None)
+    detected = header is None and first is not None
+    if detected:
+        header, read = _is_header(first[1], records)
+        records = itertools.chain(read, records)
+    names = None
+    if header and first is not None:
+        names = [field.strip() for field in first[1]]
+    elif first is not None:
+        records = itertools.chain([first], records)
+    return records, names, detected
+
+
+def _row_values(fields, line, n_columns, names, maybe_header):
+    """Return the numbers of one data row; a :class:`CLIError` names ``line``.
+
+    ``n_columns`` is the number of fields every row must have (``None`` for
+    the first row of a file without a header); ``maybe_header`` adds the
+    hint that a first row of text may be a header.
+    """
+    if n_columns is not None and len(fields) != n_columns:
+        plural = "" if len(fields) == 1 else "s"
+        raise CLIError(f"{line}: {len(fields)} field{plural}, expected {n_columns}")
+    values = _parse_numbers(fields)
+    if values is None:
+        hint = ""
+        if maybe_header and not any(map(_is_number, fields)):
+            hint = "; no later row is all numbers (pass --header if "
+            hint += "it is a header)"
+        raise CLIError(f"{line}: {_first_non_number(fields, names)}{hint}")
+    if not all(math.isfinite(v) for v in values):
+        raise CLIError(f"{line}: NaN or infinite value")
+    return values
+
+
+def _is_header(fields, records):
+    """Whether the first row ``fields`` is a header; and the next row read.
+
+    A header has no field that is a number, and some later row has only
+    numbers (or no row follows: a header alone, reported as "no data rows").
+    ``records`` is read up to that row, but only the row after the first is
+    returned, to be read again: when it is not all numbers it is an error
+    whichever the first row is, and reading stops there. So a file with a
+    text column (no row all numbers) is scanned, not held in memory.
+    """
+    if any(_is_number(field) for field in fields):
+        return False, []
+    second = next(records, None)
+    if second is None:
+        return True, []
+    if all(_is_number(field) for field in second[1]):
+        return True, [second]
+    later = any(all(_is_number(field) for field in r[1]) for r in records)
+    return later, [second]
+
+
+def _is_number(field):
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def _parse_numbers(fields):
+    try:
+        return [float(field) for field in fields]
+    except ValueError:
+        return None
+
+
+def _first_non_number(fields, names):
+    for i, field in enumerate(fields):
+        try:
+            float(field)
+        except ValueError:
+            column = f"column {i + 1}"
+            if names is not None and i < len(names) and names[i]:
+                column += f" ({names[i]})"
+            what = "empty field" if not field.strip() else f"{field.strip()!r}"
+            hint = ""
+            if ";" in field or "\t" in field:
+                hint = " (fields are separated by commas)"
+            return f"{column}: {what} is not a number{hint}"
+    return "not a number"  # pragma: no cover - _parse_numbers failed somewhere
+
+
+# -- .npy --------------------------------------------------------------------
+
+
+def _read_npy(path):
+    with open(path, "rb") as f:
+        if f.read(6) != b"\x93NUMPY":
+            raise CLIError(f"{path}: not a .npy file")
+        f.seek(0)
+        try:
+            X = np.lib.format.read_array(f, allow_pickle=False)
+        except (ValueError, EOFError) as exc:
+            raise CLIError(f"cannot read {path}: {exc}") from None
+    if X.dtype.kind not in "biuf":
+        raise CLIError(f"{path}: non-numeric array of dtype {X.dtype}")
+    if X.ndim == 1:
+        X = X[:, None]
+    if X.ndim != 2:
+        raise CLIError(f"{path}: expected a 1-D or 2-D array, got {X.ndim}-D")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise CLIError(f"{path}: empty array of shape {X.shape}")
+    return X.astype(np.float64, copy=False), None
+
+
+# -- outputs, checked before the work ----------------------------------------
+
+
+def same_file(a, b):
+    """Whether paths ``a`` and ``b`` name the same file, existing or not."""
+    if os.path.exists(a) and os.path.exists(b):
+        return os.path.samefile(a, b)
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_output(path, option, args):
+    """Refuse an output ``path`` of ``option`` that cannot or should not be written.
+
+    It must be a ``.csv`` in an existing directory, not a directory, and
+    neither the input file nor a read-only file unless ``args.force``.
+    """
+    if os.path.splitext(path)[1].lower() != ".csv":
+        raise CLIError(f"{option} {path}: unknown extension; outputs are .csv files")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise CLIError(f"{option} {path}: directory {directory} does not exist")
+    if os.path.isdir(path):
+        raise CLIError(f"{option} {path}: is a directory")
+    if same_file(path, args.input) and not args.force:
+        raise CLIError(
+            f"{option} {path} is the input file; pass --force to overwrite it"
+        )
+    check_replaceable(path, f"{option} {path}", args.force)
+
+
+def check_replaceable(path, what, force):
+    """Refuse to replace an existing read-only file ``path`` without --force.
+
+    The directory decides whether ``os.replace`` may replace a file, not the
+    file's own permissions: a file made read-only to protect it would be
+    replaced silently. The mode bits are checked as well as ``os.access``,
+    which is always true for root.
+    """
+    if force or not os.path.exists(path):
+        return
+    if not os.access(path, os.W_OK) or not os.stat(path).st_mode & 0o222:
+        raise CLIError(f"{what} is read-only; pass --force to replace it")
