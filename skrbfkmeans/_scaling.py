@@ -31,6 +31,10 @@ def working_units(X, sample_weight, centers=None):
     magnitude = centred_magnitude(X, offset)
     if centers is not None:
         magnitude = max(magnitude, centred_magnitude(centers, offset))
+    if magnitude == 0:
+        # Every row equal (to the centres too): the scale of the values
+        # themselves keeps their squares, and k-means++'s, in range.
+        magnitude = float(np.abs(offset).max(initial=0.0))
     check_representable(X, offset, magnitude, float(sample_weight.sum()))
     scale = safe_scale(magnitude, X.dtype)
     centers = None if centers is None else scaled(centers, scale)
@@ -46,10 +50,14 @@ def safe_scale(magnitude, dtype):
     """
     if not (np.isfinite(magnitude) and magnitude > 0):
         return 1.0
-    limit = np.finfo(dtype).maxexp // 4
+    finfo = np.finfo(dtype)
+    limit = finfo.maxexp // 4
     exponent = int(np.frexp(magnitude)[1])
     if -limit <= exponent <= limit:
         return 1.0
+    # Subnormal data (float32 near 1e-40) must not ask for a factor 1 / scale
+    # beyond the dtype's range: the data then come out below 1, still fine.
+    exponent = max(exponent, finfo.minexp + 2)
     # An even exponent: the scale is a power of 4, whose square root is exact.
     return float(np.ldexp(1.0, exponent - exponent % 2))
 
