@@ -31,12 +31,15 @@ def working_units(X, sample_weight, centers=None):
     magnitude = centred_magnitude(X, offset)
     if centers is not None:
         magnitude = max(magnitude, centred_magnitude(centers, offset))
-    if magnitude == 0:
-        # Every row equal (to the centres too): the scale of the values
-        # themselves keeps their squares, and k-means++'s, in range.
-        magnitude = float(np.abs(offset).max(initial=0.0))
-    check_representable(X, offset, magnitude, float(sample_weight.sum()))
-    scale = safe_scale(magnitude, X.dtype)
+    size = float(np.abs(offset).max(initial=0.0))
+    if magnitude <= 8 * np.finfo(X.dtype).eps * size:
+        # Every row equal (to the centres too), up to the rounding of their
+        # mean: the distortion is 0, and the scale of the values themselves
+        # keeps their squares, and k-means++'s, in range.
+        scale = safe_scale(size, X.dtype)
+    else:
+        check_representable(X, offset, magnitude, float(sample_weight.sum()))
+        scale = safe_scale(magnitude, X.dtype)
     centers = None if centers is None else scaled(centers, scale)
     return scaled(X, scale), scaled(offset, scale), centers, scale
 

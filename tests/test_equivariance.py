@@ -281,3 +281,38 @@ def test_sparse_column_offset(Est):
     assert_allclose(sparse.inertia_, -sparse.score(sp.csr_matrix(X)), rtol=1e-9)
     ref = Est(3, random_state=0).fit(Xc)
     assert_allclose(sparse.inertia_, ref.inertia_, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "fit",
+    [
+        lambda X: AnnealedRBFKMeans(3).fit(X).cluster_centers_,
+        lambda X: RBFKMeans(3, random_state=0).fit(X).cluster_centers_,
+        lambda X: kmeans_polish(X, X[:3])[0],
+        lambda X: np.array(rbf_kmeans_loss(X, X[:3], sigma=1e-40)),
+    ],
+    ids=["AnnealedRBFKMeans", "RBFKMeans", "kmeans_polish", "rbf_kmeans_loss"],
+)
+def test_subnormal_float32_data(fit):
+    # Check that float32 data near 1e-40 (subnormal: about 3 digits left)
+    # give finite results: the working scale stays within float32's range.
+    X = (np.random.RandomState(0).randn(100, 3) * 1e-40).astype(np.float32)
+    assert np.all(np.isfinite(fit(X)))
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+@pytest.mark.parametrize("n_clusters", [1, 3])
+@pytest.mark.parametrize("value", [1e-300, 1.5, 1e300])
+def test_constant_data_at_any_scale(value, n_clusters, init):
+    # Check that rows all equal give that row as every centre and inertia 0,
+    # at any magnitude (at 1e-300 k-means++ divided by underflowed squares).
+    X = np.tile([value, 3 * value / 1e10], (20, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for est in (
+            RBFKMeans(n_clusters, init=init, random_state=0),
+            AnnealedRBFKMeans(n_clusters),
+        ):
+            est.fit(X)
+            assert_allclose(est.cluster_centers_, np.tile(X[0], (n_clusters, 1)))
+            assert est.inertia_ == 0.0
