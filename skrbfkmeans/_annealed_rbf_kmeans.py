@@ -15,7 +15,6 @@ from ._assign import ACTIVATIONS
 from ._base import _auto_sigma, _BaseRBFKMeans
 from ._engine import squared_norms
 from ._rows import MemoryRows
-from ._scaling import scaled
 from ._threads import one_blas_thread
 
 
@@ -289,7 +288,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             n_init = 10 if self.n_init == "auto" else self.n_init
         random_state = check_random_state(self.random_state)
         X, offset, init = self._working_units(X, sample_weight, init)
-        scale = self._scale
+        scale = self._units.scale
         x_sq = squared_norms(X, offset)
         rows = MemoryRows(X, sample_weight, offset, x_sq)
         act = "entmax15" if self.activation == "entmax15" else "softmax"
@@ -343,7 +342,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         ``objective`` defaults to the path's last; ``final`` is the label
         counts, inertia and objective of a final pass, when the fit made one.
         """
-        scale = self._scale
+        scale = self._units.scale
         if objective is None:
             objective = float(result.objective_path[-1])
         self._activation = result.activation
@@ -353,7 +352,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.converged_ = result.converged
         self.certified_ = result.certified
         self.sigma_path_ = result.sigma_path * scale
-        self.centers_path_ = scaled(result.centers_path, 1.0 / scale)
+        self.centers_path_ = self._units.to_user(result.centers_path)
         self.objective_path_ = result.objective_path * scale * scale
         self.inertia_path_ = result.inertia_path * scale * scale
         self.n_distinct_centers_path_ = result.n_distinct_path

@@ -38,7 +38,7 @@ from ._engine import (
     responsibilities,
     squared_norms,
 )
-from ._scaling import scaled, working_units
+from ._scaling import Units, working_units
 from ._threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight
 
@@ -200,17 +200,17 @@ class _BaseRBFKMeans(
     def _working_units(self, X, sample_weight, init=None):
         """Rows, offset and initialisation in the engine's working units.
 
-        The engine sees ``(X - offset) / scale`` (``_scaling``): the offset
-        is the weighted mean, removed block by block, and the scale
-        (``self._scale``) is 1 unless squared distances would underflow or
-        overflow the dtype. Returns the rows (``X`` itself at scale 1), the
-        offset and ``init`` (an array or a callable) in those units.
+        The engine sees ``(X - shift) / scale`` (``_scaling.Units``, kept
+        as ``self._units``): both are identities for ordinary data, where
+        the offset (the weighted mean) is removed block by block. Returns
+        the rows (``X`` itself for ordinary data), the offset and ``init``
+        (an array or a callable) in those units.
         """
         array = init if self._init_is_array else None
         X_user = X
-        X, offset, array, scale = working_units(X, sample_weight, array)
-        self._scale = scale
-        if scale != 1.0 and callable(init):
+        X, offset, array, units = working_units(X, sample_weight, array)
+        self._units = units
+        if not units.identity and callable(init):
             user_init = init
 
             def init(X, n_clusters, random_state):
@@ -218,7 +218,7 @@ class _BaseRBFKMeans(
                     user_init(X_user, n_clusters, random_state=random_state),
                     dtype=X_user.dtype,
                 )
-                return scaled(centers, scale)
+                return units.points(centers)
 
         return X, offset, init if array is None else array
 
@@ -231,8 +231,8 @@ class _BaseRBFKMeans(
         final pass when the fit made one; in memory, without them, one pass
         gives the labels and the inertia. Returns nothing.
         """
-        scale = self._scale
-        self.cluster_centers_ = centers * centers.dtype.type(scale)
+        scale = self._units.scale
+        self.cluster_centers_ = self._units.to_user(centers)
         self._n_features_out = centers.shape[0]
         self._offset = rows.offset
         if inertia is None:
@@ -439,7 +439,7 @@ class _BaseRBFKMeans(
     def _centers_as(self, X):
         """Return the centres in the working units of the fit, dtype of ``X``."""
         centers = self.cluster_centers_.astype(X.dtype, copy=False)
-        return scaled(centers, self._scale_of_fit())
+        return self._units_of_fit().points(centers)
 
     def _offset_as(self, X):
         # Sparse rows are centred only on the offset's non-zero columns: for a
@@ -448,11 +448,14 @@ class _BaseRBFKMeans(
 
     def _scaled_rows(self, X):
         """Return new rows ``X`` in the working units of the fit."""
-        return scaled(X, self._scale_of_fit())
+        return self._units_of_fit().rows(X)
+
+    def _units_of_fit(self):
+        # Models fitted before working units existed work in the user's.
+        return getattr(self, "_units", Units())
 
     def _scale_of_fit(self):
-        # Models fitted before working units existed work at scale 1.
-        return getattr(self, "_scale", 1.0)
+        return self._units_of_fit().scale
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

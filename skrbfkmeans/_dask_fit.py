@@ -14,6 +14,7 @@ from sklearn.utils.validation import _is_arraylike_not_scalar
 from ._anneal import AnnealResult
 from ._dask import DaskRows, sample_size
 from ._rows import certify, em_fixed_sigma, lloyd
+from ._scaling import Units
 
 
 def prepare_rbf_kmeans(est, X, sample_weight):
@@ -25,7 +26,7 @@ def prepare_rbf_kmeans(est, X, sample_weight):
     """
     rows = DaskRows(est, X, sample_weight, est.n_clusters)
     # Dask rows are not rescaled: the fit works in the user's units.
-    est._scale = 1.0
+    est._units = Units()
     est._init_is_array = _is_arraylike_not_scalar(est.init)
     init = est._check_init_array(rows.X) if est._init_is_array else est.init
     random_state = check_random_state(est.random_state)
@@ -46,7 +47,7 @@ def fit_annealed(est, X, sample_weight):
     ``(label counts, inertia, objective)``.
     """
     rows = DaskRows(est, X, sample_weight, est.n_clusters)
-    est._scale = 1.0
+    est._units = Units()
     random_state = check_random_state(est.random_state)
     Xs, ws, _ = rows.sample(sample_size(rows.n_samples, est.n_clusters), random_state)
     sub = clone(est).set_params(random_state=random_state).fit(Xs, sample_weight=ws)

@@ -127,7 +127,8 @@ def rbf_kmeans_loss(
     X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
     # In working units: the loss scales with the square of lengths, the
     # gradients with lengths (the scale is a power of 4: exact).
-    X, offset, centers, scale = working_units(X, sample_weight, centers)
+    X, offset, centers, units = working_units(X, sample_weight, centers)
+    scale = units.scale
     args = (X, sample_weight, centers, float(sigma) / scale, activation, offset)
     x_sq = squared_norms(X, offset)
     res = gradients(*args, x_sq) if return_gradient else free_energy(*args, x_sq)

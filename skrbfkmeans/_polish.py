@@ -19,7 +19,7 @@ from ._engine import (
 )
 from ._loss import check_data_centers
 from ._rows import MemoryRows, lloyd
-from ._scaling import scaled, working_units
+from ._scaling import working_units
 from ._threads import one_blas_thread
 from ._validation import check_n_samples
 
@@ -198,10 +198,11 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     check_n_samples(X.shape[0], centers.shape[0])
     # In working units (centred, and rescaled where squared distances would
     # leave the dtype's range); lengths and the inertia are mapped back.
-    X, offset, centers, scale = working_units(X, sample_weight, centers)
+    X, offset, centers, units = working_units(X, sample_weight, centers)
     x_sq = squared_norms(X, offset)
     centers, inertia, n_moves, _ = polish(
         X, sample_weight, centers, offset, x_sq, max_moves=max_moves
     )
     labels, _ = labels_inertia(X, sample_weight, centers, offset, x_sq)
-    return scaled(centers, 1.0 / scale), labels, inertia * scale * scale, n_moves
+    square = units.scale * units.scale
+    return units.to_user(centers), labels, inertia * square, n_moves

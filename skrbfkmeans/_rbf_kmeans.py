@@ -16,7 +16,6 @@ from . import _dask, _dask_fit
 from ._assign import ACTIVATIONS
 from ._base import _auto_sigma, _BaseRBFKMeans, _tolerance
 from ._rows import MemoryRows, em_fixed_sigma
-from ._scaling import scaled
 from ._stream import online_em_step
 from ._threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight
@@ -230,8 +229,8 @@ class RBFKMeans(_BaseRBFKMeans):
         sigma, best = self._best_of_inits(Xs, ws, init, n_init, random_state, run)
         _, centers, self.n_iter_, self.converged_, final = best
         counts, inertia, objective = final
-        self.objective_ = objective * self._scale * self._scale
-        self.sigma_ = sigma * self._scale
+        self.objective_ = objective * self._units.scale * self._units.scale
+        self.sigma_ = sigma * self._units.scale
         self._warn_not_converged()
         self._set_fitted(rows, centers, self.sigma_, counts, inertia)
         return self
@@ -374,7 +373,7 @@ class RBFKMeans(_BaseRBFKMeans):
             random_state = check_random_state(self.random_state)
             centers = self._init_centroids(X, init, random_state, sample_weight)
             self.sigma_ = (
-                _auto_sigma(centers, X, sample_weight) * self._scale
+                _auto_sigma(centers, X, sample_weight) * self._units.scale
                 if self.sigma == "auto"
                 else float(self.sigma)
             )
@@ -396,6 +395,6 @@ class RBFKMeans(_BaseRBFKMeans):
             stream[:2],
             self.n_steps_,
         )
-        self.cluster_centers_ = scaled(centers, 1.0 / scale)
+        self.cluster_centers_ = self._units_of_fit().to_user(centers)
         self._stream = (*stats, self.cluster_centers_)
         self._n_features_out = centers.shape[0]

@@ -1,31 +1,76 @@
-"""The data's working units: centred on its mean, scaled by a power of 4.
+"""The data's working units: shifted to its mean where far, scaled by a power of 4.
 
 Squared distances of data near 1e-155 are subnormal and those of data near
 1e200 overflow float64 (float32: from about 1e-20 and 1e20). The engine
-therefore works on ``(X - offset) / scale`` without changing any result at
-ordinary scales: the offset is removed block by block as before, and the
-scale is 1 unless the centred data's largest magnitude leaves a window of
-``2^(+-maxexp/4)`` (float64: about 1e-77 to 1e77; float32: 2e-10 to 4e9).
-Outside the window the rows are divided by a power of 4 (one scaled copy),
-which is exact in floating point: the fit of ``4^m X`` is the fit of ``X``
-with every length multiplied by ``2^m`` (``sqrt`` of a power of 4 is exact
-too), so the fitted model is equivariant under ``X -> a X``.
+therefore works on ``(X - shift) / scale`` without changing any result at
+ordinary data:
+
+- the scale is 1 unless the centred data's largest magnitude leaves a
+  window of ``2^(+-maxexp/4)`` (float64: about 1e-77 to 1e77; float32: 2e-10
+  to 4e9); outside it the rows are divided by a power of 4 (one scaled
+  copy), which is exact in floating point: the fit of ``4^m X`` is the fit of
+  ``X`` with every length multiplied by ``2^m`` (``sqrt`` of a power of 4 is
+  exact too), so the fitted model is equivariant under ``X -> a X``;
+- the shift is 0 unless the data's mean lies more than ``2^10`` standard
+  deviations from the origin; there the rows are centred in a copy (as
+  KMeans centres its copy of ``X``), so that the centres, which every
+  M-step stores as ``S / N + offset``, are not rounded to the spacing of
+  numbers near the offset at every iteration.
+
+Elsewhere the engine still removes the offset block by block, without a copy.
 """
+
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from ._engine import data_offset
+from ._assign import centred_rows
+from ._engine import column_mean_variance, data_offset
+
+# The mean is far from the origin beyond 2^10 standard deviations.
+_FAR = 2.0**20
+
+
+class Units(NamedTuple):
+    """The working units of a fit: ``working = (user - shift) / scale``."""
+
+    scale: float = 1.0
+    shift: np.ndarray = None
+
+    @property
+    def identity(self):
+        """Whether working units are the user's."""
+        return self.scale == 1.0 and self.shift is None
+
+    def rows(self, X):
+        """Return rows ``X`` (dense, CSR or dask) in working units."""
+        if self.shift is not None:
+            X = centred_rows(X, self.shift.astype(X.dtype, copy=False))
+        return scaled(X, self.scale)
+
+    def points(self, centers):
+        """Return centres in working units (always a new array)."""
+        if self.shift is not None:
+            centers = centers - self.shift.astype(centers.dtype, copy=False)
+        return scaled(centers, self.scale) if self.scale != 1.0 else centers.copy()
+
+    def to_user(self, centers):
+        """Return working-unit centres (or paths of them) in the user's units."""
+        out = scaled(centers, 1.0 / self.scale)
+        if self.shift is not None:
+            out = out + self.shift.astype(out.dtype, copy=False)
+        return out
 
 
 def working_units(X, sample_weight, centers=None):
-    """Rows, offset and centres in working units, and the scale.
+    """Rows, offset and centres in working units, and the ``Units``.
 
-    Returns ``(X / scale, offset / scale, centers / scale, scale)``: the rows
-    are ``X`` itself at scale 1, the offset is the weighted mean (zeros for
-    sparse ``X``) and ``centers`` may be ``None``. Raises a ``ValueError``
-    when the distortion of ``X`` cannot be represented (see
-    ``check_representable``).
+    Returns ``(rows, offset, centers, units)``: the rows are ``X`` itself
+    for ordinary data, the offset is the engine's centring point in working
+    units (see ``_engine.data_offset``; zero after a shift) and ``centers``
+    may be ``None``. Raises a ``ValueError`` when the distortion of ``X``
+    cannot be represented (see ``check_representable``).
     """
     offset = data_offset(X, sample_weight)
     magnitude = centred_magnitude(X, offset)
@@ -36,12 +81,17 @@ def working_units(X, sample_weight, centers=None):
         # Every row equal (to the centres too), up to the rounding of their
         # mean: the distortion is 0, and the scale of the values themselves
         # keeps their squares, and k-means++'s, in range.
-        scale = safe_scale(size, X.dtype)
+        units = Units(safe_scale(size, X.dtype))
     else:
         check_representable(X, offset, magnitude, float(sample_weight.sum()))
-        scale = safe_scale(magnitude, X.dtype)
-    centers = None if centers is None else scaled(centers, scale)
-    return scaled(X, scale), scaled(offset, scale), centers, scale
+        mean, var = column_mean_variance(X, sample_weight)
+        with np.errstate(over="ignore"):
+            far = float(mean @ mean) > _FAR * float(var.sum())
+        units = Units(safe_scale(magnitude, X.dtype), offset if far else None)
+    if units.shift is not None:
+        offset = np.zeros_like(offset)
+    centers = None if centers is None else units.points(centers)
+    return units.rows(X), scaled(offset, units.scale), centers, units
 
 
 def safe_scale(magnitude, dtype):
