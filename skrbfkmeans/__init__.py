@@ -1,11 +1,25 @@
-"""K-Means as a differentiable RBF network, compatible with scikit-learn."""
+"""K-Means as a differentiable RBF network, compatible with scikit-learn.
 
-from ._annealed_rbf_kmeans import AnnealedRBFKMeans
-from ._entmax import entmax15, entmax_backward, entmax_bisect, sparsemax
-from ._loss import rbf_kmeans_loss
-from ._polish import kmeans_polish
-from ._rbf_kmeans import RBFKMeans
+The public names are imported on first use (PEP 562), so that
+``python -m skrbfkmeans`` handles Ctrl-C from its first moment instead of
+while scikit-learn is being imported.
+"""
+
+import importlib
+
 from ._version import __version__
+
+# Public name -> the private module that defines it.
+_EXPORTS = {
+    "AnnealedRBFKMeans": "._annealed_rbf_kmeans",
+    "RBFKMeans": "._rbf_kmeans",
+    "entmax15": "._entmax",
+    "entmax_backward": "._entmax",
+    "entmax_bisect": "._entmax",
+    "kmeans_polish": "._polish",
+    "rbf_kmeans_loss": "._loss",
+    "sparsemax": "._entmax",
+}
 
 __all__ = [
     "AnnealedRBFKMeans",
@@ -18,3 +32,15 @@ __all__ = [
     "rbf_kmeans_loss",
     "sparsemax",
 ]
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__

@@ -713,3 +713,29 @@ def test_library_errors_are_one_line(tmp_path, monkeypatch, capsys, exc, line):
     before, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
     _assert_clean_error(tmp_path, before, returncode, out, err, line)
     assert err == f"skrbfkmeans: error: {line}\n"
+
+
+def test_ctrl_c_while_loading_is_one_line():
+    # Check that Ctrl-C during the first moments of python -m skrbfkmeans
+    # (while the libraries load, before main runs) prints one line and no
+    # traceback. The signal is sent as soon as the process has started.
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "skrbfkmeans", "demo", "--help"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    if proc.returncode == 0:
+        pytest.skip("the command finished before the signal")
+    assert "Traceback" not in err
+    assert proc.returncode in (130, -signal.SIGINT)
+    # Empty only if the signal came before Python set its handler at all.
+    assert err.strip().splitlines() in (["skrbfkmeans: interrupted"], [])
