@@ -41,61 +41,11 @@ Method
    fitted on the widths up to ``sigma*`` (the closest sample alone gives
    ``b = 2``: its runner-up responsibility is ``exp(-margin / (2 sigma^2))``).
 
-What the data shows (default settings, ``reproduce`` prints this table)
------------------------------------------------------------------------
-
-========  ========  =====  ========  =======  ====================
-data      map       slope  exp rate  sigma*   largest 0 / next
-========  ========  =====  ========  =======  ====================
-blobs     softmax    4.26      2.07  0.6086   -
-blobs     entmax15   2.54         -  0.6086   0.6080 / 0.6092
-moons     softmax    4.12      2.02  0.06355  -
-moons     entmax15   2.65         -  0.06355  0.06349 / 0.06362
-spiral    softmax    3.82      2.17  0.02243  -
-spiral    entmax15   1.86         -  0.02243  0.02241 / 0.02245
-circles   softmax    3.39      2.41  0.01933  -
-circles   entmax15   0.38         -  0.01933  0.01931 / 0.01934
-========  ========  =====  ========  =======  ====================
-
-- entmax-1.5: the distance is exactly 0 at every width up to
-  ``sigma* (1 - 1e-3)`` and non-zero from ``sigma* (1 + 1e-3)`` on, on all
-  four sets: the threshold is ``sigma*`` to 0.1%, as the margin condition predicts.
-  Just above it one sample is soft, with runner-up responsibility about
-  ``4 delta^2`` at ``sigma = sigma* (1 + delta)``, so the distance starts
-  *quadratically* in ``sigma - sigma*``: 1.6e-8 to 7.4e-8 at ``delta = 1e-3``,
-  about 530 times more (1.1e-5 to 4.0e-5 on blobs, moons and spiral) at the
-  grid width ``1.023 sigma*`` (``(0.023 / 0.001)^2 = 529``); doubling
-  ``delta`` from 1e-3 multiplies it by 3.98 to 4.11 (by 3.99 to 4.01 at
-  ``n_samples=100``, which ``tests/test_reproduce.py`` checks to 5%).
-- Above ``sigma*`` the distance is not a power law. More samples enter the
-  soft band (``margin < 4 sigma^2``); on ``spiral`` and ``circles`` EM then
-  leaves ``mu_KM`` for a *neighbouring* Lloyd fixed point with lower inertia
-  (circles: 118.750 against 118.821 for ``KMeans(n_init=10)``, four labels
-  changed; spiral: 48.108 against 48.115), which gives the flat plateaus of
-  the figure (circles already at ``1.023 sigma*``); at the largest widths the
-  centres merge at the data mean and the distance saturates. The fitted
-  log-log slopes therefore depend on the data and the range: 0.38 (circles)
-  to 2.65 (moons).
-- softmax: never exactly 0. Below ``sigma*`` the distance follows
-  ``exp(-b sigma*^2 / sigma^2)`` with ``b`` = 2.07 (blobs) and 2.02 (moons),
-  the closest sample's ``b = 2``: exponential in ``1 / sigma^2``, so a
-  log-log slope (3.4 to 4.3 here) only says "steeper than any power" over
-  the range fitted. On spiral and circles the fit of ``b`` includes widths
-  below ``sigma*`` where softmax EM has already moved to the neighbouring
-  fixed point (circles from ``0.75 sigma*``), hence 2.17 and 2.41.
-- Monotone: below ``sigma*`` softmax decreases as ``sigma`` decreases (until
-  it jumps, as on circles) and entmax is 0. Above ``sigma*`` the distance
-  goes down as well as up on moons and spiral (entmax) and on blobs, moons
-  and spiral (softmax).
-
-Compared with the paper (arXiv:2603.04625): its near-exponential softmax
-rate is confirmed, and its monotone collapse holds below ``sigma*``. Its
-``O(sigma)`` rate (slope about 1) for entmax-1.5 is not what happens here.
-With scores ``-d / (2 sigma^2)`` entmax-1.5 reaches the K-Means fixed point
-*exactly* at the finite width ``sigma*``, joins it quadratically in
-``sigma - sigma*``, and the slope measured above ``sigma*`` is a property of
-the data (how many samples lie near the Voronoi boundaries, whether a better
-Lloyd fixed point is near) and of the range fitted, not of the map.
+The measured table and what it shows (entmax-1.5 reaches the K-Means fixed
+point exactly at ``sigma*``; softmax converges near-exponentially and never
+reaches it) are in the user guide, section "What the paper claims and what we
+measured"; ``tests/test_reproduce.py`` checks the properties that hold on
+every data set.
 """
 
 import warnings
