@@ -241,39 +241,22 @@ def _pass(
     n_samples, n_features = X.shape
     n_clusters = centers.shape[0]
     plan = BlockPlan(X, centers, offset, activation)
-    pc, step, buf = plan.pc, plan.step, plan.buf
+    pc, buf = plan.pc, plan.buf
     T, inv_T = temperature(sigma, dtype)
-    N = np.zeros(n_clusters) if stats else None
-    S = np.zeros((n_clusters, n_features)) if stats else None
-    G = np.empty((n_samples, n_features), dtype=dtype) if grad_X else None
-    M = np.zeros((n_clusters, n_features, n_features)) if moments else None
+    sums = _Sums(X.shape, n_clusters, dtype, stats, grad_X, moments, resp_out)
     # Nothing per sample is returned: responsibilities may drop entries below
     # rounding (they only feed sums).
     internal = not (grad_X or resp_out is not None)
     total_inertia = free_energy = 0.0
-    log_prior = None
-    if prior is not None:
-        with np.errstate(divide="ignore"):
-            log_prior = np.log(np.asarray(prior, dtype=np.float64))
+    log_prior, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
     fast = route == "auto" and internal and stats and not (objective or moments)
     if fast and statistics_route(activation, prior=prior, inertia=inertia) == (
         "scaled-softmax"
     ):
-        x_sq_max = float(x_sq.max()) if n_samples else 0.0
-        sc = ScaledCenters(pc, T, log_prior, x_sq_max)
-        if sc.usable:
-            total_inertia = _softmax_stats(
-                X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia
-            )
-            return PassResult(N, S, total_inertia, 0.0, None, None)
-    h_max = (4.0 / 3.0) * (1.0 - n_clusters**-0.5)
-    if prior is None:
-        weights = np.full(n_clusters, 1.0 / n_clusters, dtype=dtype)
-    else:
-        weights = np.asarray(prior, dtype=dtype)
-        # Mass-constrained scores -d / T + log p, as a bias on e = d - ||x||^2.
-        with np.errstate(over="ignore"):
-            bias = (-T * log_prior).astype(dtype)
+        args = (X, sample_weight, offset, x_sq, plan, T, log_prior, sums, inertia)
+        result = _scaled_softmax(*args)
+        if result is not None:
+            return result
     # Entmax-1.5 statistics: blocks whose rows are all one-hot skip the
     # threshold search (_hard_stats).
     window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T
@@ -290,7 +273,7 @@ def _pass(
         if inertia:
             total_inertia += float(wb @ d_min)
         if hard:
-            if _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
+            if _hard_stats(Xb, wb, E, imin, e_min, window, sums.N, sums.S):
                 continue
             # A block with a tie or a near second centre: at this width the
             # others likely have some too; the rest of the pass skips the test.
@@ -301,13 +284,7 @@ def _pass(
             np.maximum(D, 0.0, out=D)
             d_mean = d_min + D @ weights
             if activation == "softmax":
-                # -T log(sum_j p_j exp(-D_j / T)) with D >= 0: log1p of
-                # sum_j p_j expm1(-D_j / T) keeps full precision when T is
-                # large and the exponents tiny. Far scores underflow to -1.
-                with np.errstate(over="ignore", under="ignore"):
-                    Q = np.multiply(D, -inv_T, out=buf.scratch[:b])
-                    np.expm1(Q, out=Q)
-                    F = d_min - T * np.log1p(Q @ weights)
+                F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
         if objective and activation == "softmax" and internal:
             if not (stats or moments):
                 # The objective alone: no responsibilities needed.
@@ -328,37 +305,110 @@ def _pass(
             U = scores_inplace(E, e_min, inv_T)
             R = responsibilities_inplace(U, imin, activation, buf)
         if objective:
-            # At extreme widths the entropy terms underflow to 0: their value
-            # at working precision.
-            with np.errstate(under="ignore"):
-                if activation == "entmax15":
-                    W = buf.ws.W[:b]
-                    np.sqrt(R, out=W)
-                    W *= R
-                    gap = h_max - (4.0 / 3.0) * (1.0 - W @ buf.ones)
-                    F = d_min + np.einsum("ij,ij->i", R, D) + T * gap
+            if activation == "entmax15":
+                F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
             # Rounding only: the exact value lies between these bounds.
             F = np.clip(F, d_min, d_mean)
             free_energy += float(wb @ F)
-        if resp_out is not None:
-            resp_out[sl] = R
-        if grad_X:
+        sums.add(sl, Xb, wb, R, pc.C)
+    return PassResult(sums.N, sums.S, total_inertia, free_energy, sums.G, sums.M)
+
+
+def _scaled_softmax(X, sample_weight, offset, x_sq, plan, T, log_prior, sums, inertia):
+    """Run the "scaled-softmax" route; ``None`` where scaled scores overflow."""
+    x_sq_max = float(x_sq.max()) if X.shape[0] else 0.0
+    sc = ScaledCenters(plan.pc, T, log_prior, x_sq_max)
+    if not sc.usable:
+        return None
+    total_inertia = _softmax_stats(
+        X, sample_weight, offset, x_sq, sc, T, plan.step, plan.buf, sums.N, sums.S,
+        inertia,
+    )  # fmt: skip
+    return PassResult(sums.N, sums.S, total_inertia, 0.0, None, None)
+
+
+def _prior_terms(prior, n_clusters, T, dtype):
+    """``log p`` (float64, or ``None``), the weights ``p`` and the bias ``-T log p``.
+
+    Without a prior the weights are uniform (the free energy's reference of
+    ``k`` coincident centres) and there is no bias. With one, the
+    mass-constrained scores ``-d / T + log p`` are the bias on ``e = d -
+    ||x||^2``.
+    """
+    if prior is None:
+        return None, np.full(n_clusters, 1.0 / n_clusters, dtype=dtype), None
+    with np.errstate(divide="ignore"):
+        log_prior = np.log(np.asarray(prior, dtype=np.float64))
+    with np.errstate(over="ignore"):
+        bias = (-T * log_prior).astype(dtype)
+    return log_prior, np.asarray(prior, dtype=dtype), bias
+
+
+def _softmax_energy(D, d_min, T, inv_T, weights, scratch):
+    """Per-row softmax free energy from ``D = d - d_min >= 0``; and ``Q``.
+
+    ``-T log(sum_j p_j exp(-D_j / T))``: log1p of ``sum_j p_j expm1(-D_j /
+    T)`` keeps full precision when ``T`` is large and the exponents tiny;
+    far scores underflow to -1. ``Q`` (in ``scratch``) holds ``exp(-D / T) -
+    1``, from which the responsibilities follow without a second ``exp``.
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        Q = np.multiply(D, -inv_T, out=scratch)
+        np.expm1(Q, out=Q)
+        return d_min - T * np.log1p(Q @ weights), Q
+
+
+def _entmax_energy(R, D, d_min, T, W, ones):
+    """Per-row entmax-1.5 free energy ``<r, d> + T (H_max - H_1.5(r))``."""
+    h_max = (4.0 / 3.0) * (1.0 - R.shape[1] ** -0.5)
+    # At extreme widths the entropy terms underflow to 0: their value at
+    # working precision.
+    with np.errstate(under="ignore"):
+        np.sqrt(R, out=W)
+        W *= R
+        gap = h_max - (4.0 / 3.0) * (1.0 - W @ ones)
+        return d_min + np.einsum("ij,ij->i", R, D) + T * gap
+
+
+class _Sums:
+    """What a general pass accumulates from each block's responsibilities.
+
+    Arrays not asked for are ``None``: the statistics ``N``, ``S``, the
+    gradient ``G`` with respect to ``X``, the second moments ``M``, and the
+    caller's ``resp_out``.
+    """
+
+    def __init__(self, shape, n_clusters, dtype, stats, grad_X, moments, resp_out):
+        n_samples, d = shape
+        self.N = np.zeros(n_clusters) if stats else None
+        self.S = np.zeros((n_clusters, d)) if stats else None
+        self.G = np.empty((n_samples, d), dtype=dtype) if grad_X else None
+        self.M = np.zeros((n_clusters, d, d)) if moments else None
+        self.resp_out = resp_out
+
+    def add(self, sl, Xb, wb, R, C):
+        """Add block ``sl``: rows ``Xb``, weights ``wb``, responsibilities ``R``.
+
+        ``C`` holds the centred centres; ``Xb`` and ``R`` are scratch.
+        """
+        if self.resp_out is not None:
+            self.resp_out[sl] = R
+        if self.G is not None:
             # dF/dx_i = 2 w_i (x_i - sum_j r_ij mu_j), in centred coordinates.
-            Gb = G[sl]
+            Gb = self.G[sl]
             Gb[...] = Xb.toarray() if sp.issparse(Xb) else Xb
-            Gb -= R @ pc.C
+            Gb -= R @ C
             Gb *= 2.0 * wb[:, None]
-        if moments:
-            _accumulate_moments(M, Xb, wb, R)
-        if stats:
-            N += wb @ R
+        if self.M is not None:
+            _accumulate_moments(self.M, Xb, wb, R)
+        if self.N is not None:
+            self.N += wb @ R
             if sp.issparse(Xb):
                 R *= wb[:, None]
-                S += (Xb.T @ R).T
+                self.S += (Xb.T @ R).T
             else:
                 Xb *= wb[:, None]
-                S += R.T @ Xb
-    return PassResult(N, S, total_inertia, free_energy, G, M)
+                self.S += R.T @ Xb
 
 
 def m_step(N, S, centers, offset):
