@@ -77,7 +77,8 @@ def working_units(X, sample_weight, centers=None):
     if centers is not None:
         magnitude = max(magnitude, centred_magnitude(centers, offset))
     size = float(np.abs(offset).max(initial=0.0))
-    if magnitude <= 8 * np.finfo(X.dtype).eps * size:
+    constant = np.isfinite(size) and magnitude <= 8 * np.finfo(X.dtype).eps * size
+    if constant:
         # Every row equal (to the centres too), up to the rounding of their
         # mean: the distortion is 0, and the scale of the values themselves
         # keeps their squares, and k-means++'s, in range.

@@ -316,3 +316,13 @@ def test_constant_data_at_any_scale(value, n_clusters, init):
             est.fit(X)
             assert_allclose(est.cluster_centers_, np.tile(X[0], (n_clusters, 1)))
             assert est.inertia_ == 0.0
+
+
+def test_overflowing_mean_is_an_error():
+    # Check that data whose mean itself overflows (1e307: the sum of the
+    # rows is infinite) are a clear error, not taken for constant data.
+    X = np.random.RandomState(0).randn(100, 3) * 1e307
+    with pytest.raises(ValueError, match="too large"):
+        RBFKMeans(3).fit(X)
+    with pytest.raises(ValueError, match="too large"):
+        rbf_kmeans_loss(X, X[:3], sigma=1e307)
