@@ -304,11 +304,9 @@ class _BaseRBFKMeans(
         labels : ndarray or dask array of shape (n_samples,)
             Index of the nearest centre (int32); lazy for dask input.
         """
-        check_is_fitted(self)
-        if _dask.is_dask_collection(X):
-            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+        X, lazy = self._new_rows(X)
+        if lazy:
             return _dask.predict(X, self._centers_as(X), self._offset_as(X))
-        X = self._scaled_rows(self._check_test_data(X))
         ones = np.ones(X.shape[0], dtype=X.dtype)
         return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
 
@@ -328,10 +326,9 @@ class _BaseRBFKMeans(
             Soft (softmax) or sparse (entmax15, with exact zeros)
             assignments; each row sums to one. Lazy for dask input.
         """
-        check_is_fitted(self)
+        X, lazy = self._new_rows(X)
         sigma = self.sigma_ / self._scale_of_fit()
-        if _dask.is_dask_collection(X):
-            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+        if lazy:
             return _dask.predict_proba(
                 X,
                 self._centers_as(X),
@@ -339,7 +336,6 @@ class _BaseRBFKMeans(
                 self._final_activation(),
                 self._offset_as(X),
             )
-        X = self._scaled_rows(self._check_test_data(X))
         offset = self._offset_as(X)
         resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
         return responsibilities(
@@ -387,12 +383,11 @@ class _BaseRBFKMeans(
             Distances, as ``sklearn.cluster.KMeans.transform`` returns them;
             lazy for dask input.
         """
-        check_is_fitted(self)
+        X, lazy = self._new_rows(X)
         scale = self._scale_of_fit()
-        if _dask.is_dask_collection(X):
-            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
-            return _dask.transform(X, self._centers_as(X), self._offset_as(X)) * scale
-        X = self._scaled_rows(self._check_test_data(X))
+        if lazy:
+            distances = _dask.transform(X, self._centers_as(X), self._offset_as(X))
+            return distances * scale if scale != 1.0 else distances
         centers, offset = self._centers_as(X), self._offset_as(X)
         if np.any(offset):
             # Centred, as in fit: far from the origin the distances cancel.
@@ -419,18 +414,15 @@ class _BaseRBFKMeans(
         score : float
             ``-sum_i w_i min_j ||x_i - mu_j||^2``.
         """
-        check_is_fitted(self)
+        X, lazy = self._new_rows(X)
         square = self._scale_of_fit() ** 2
-        if _dask.is_dask_collection(X):
-            X = self._scaled_rows(_dask.as_dask_array(self, X, reset=False))
+        if lazy:
             return -square * _dask.inertia(
                 X, sample_weight, self._centers_as(X), self._offset_as(X)
             )
-        X = self._check_test_data(X)
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=X.dtype, ensure_non_negative=True
         )
-        X = self._scaled_rows(X)
         _, inertia = labels_inertia(
             X, sample_weight, self._centers_as(X), self._offset_as(X)
         )
@@ -449,6 +441,20 @@ class _BaseRBFKMeans(
     def _scaled_rows(self, X):
         """Return new rows ``X`` in the working units of the fit."""
         return self._units_of_fit().rows(X)
+
+    def _new_rows(self, X):
+        """Return validated new rows in the fit's working units, and whether lazy.
+
+        Shared by the prediction methods: a dask array or DataFrame stays a
+        lazy dask array, anything else is checked like the training data.
+        """
+        check_is_fitted(self)
+        lazy = _dask.is_dask_collection(X)
+        if lazy:
+            X = _dask.as_dask_array(self, X, reset=False)
+        else:
+            X = self._check_test_data(X)
+        return self._scaled_rows(X), lazy
 
     def _units_of_fit(self):
         # Models fitted before working units existed work in the user's.
