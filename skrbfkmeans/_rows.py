@@ -43,6 +43,8 @@ class MemoryRows:
         self.w = sample_weight
         self.offset = offset
         self.x_sq = squared_norms(X, offset) if x_sq is None else x_sq
+        # The labels of the last ``final`` pass: the fit asks for them next.
+        self._last = (None, None)
 
     def stats(self, centers, sigma, activation):
         """``(N, S, inertia)`` of one pass at width ``sigma``."""
@@ -63,6 +65,8 @@ class MemoryRows:
 
     def labels(self, centers):
         """Nearest centre of every row (int32)."""
+        if self._last[0] is centers:
+            return self._last[1]
         return labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
 
     def final(self, centers, sigma, activation):
@@ -70,6 +74,7 @@ class MemoryRows:
         labels, inertia = labels_inertia(
             self.X, self.w, centers, self.offset, self.x_sq
         )
+        self._last = (centers, labels)
         objective = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         ).objective
