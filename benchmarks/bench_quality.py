@@ -10,6 +10,11 @@ gives the inertia relative to ``KMeans(n_init=10)`` (negative: annealing is bett
 adjusted Rand index against the generating labels where they exist, the wall
 time (median of ``--repeat`` runs) and the time ratio to ``KMeans(n_init=10)``.
 
+The ``base`` column compares AnnealedRBFKMeans's inertia with the one
+recorded before the speed work (``BASELINE``, commit 82cbbed, 2026-12-03):
+the schedule may change results for speed only while every set stays within
++0.05% of it and certified.
+
 Run: ``python benchmarks/bench_quality.py [--repeat 3] [--only NAME]``.
 """
 
@@ -68,6 +73,17 @@ def unequal(seed=0):
     return centers[labels] + noise, labels, 4
 
 
+# AnnealedRBFKMeans(k).fit(X).inertia_ at commit 82cbbed (before the speed
+# work), all certified; the same on every run and thread count.
+BASELINE = {
+    "grid10x10": 97.47254147903612,
+    "blobs50-8d": 39305.87202868917,
+    "overlap25-2d": 9416.56182190017,
+    "digits-k10": 1165141.916552782,
+    "digits-k30": 833824.2223233632,
+    "unequal4": 29512.596202744477,
+}
+
 DATASETS = {
     "grid10x10": grid_10x10,
     "blobs50-8d": blobs_8d,
@@ -113,7 +129,7 @@ def main():
     )
     print(
         f"{'data':>13} {'k':>4} {'method':>20} {'inertia':>12} {'rel':>8} "
-        f"{'ARI':>6} {'time s':>8} {'x km10':>7} {'cert':>5}"
+        f"{'ARI':>6} {'time s':>8} {'x km10':>7} {'cert':>5} {'base':>8}"
     )
     for name, make_data in DATASETS.items():
         if args.only and args.only != name:
@@ -134,9 +150,13 @@ def main():
             ari = "" if y is None else f"{adjusted_rand_score(y, est.labels_):.3f}"
             cert = str(getattr(est, "certified_", ""))
             rel = 100 * (est.inertia_ / ref_inertia - 1)
+            base = ""
+            if method == "AnnealedRBFKMeans" and name in BASELINE:
+                base = f"{100 * (est.inertia_ / BASELINE[name] - 1):+.3f}%"
             print(
                 f"{name:>13} {k:>4} {method:>20} {est.inertia_:>12.5g} "
-                f"{rel:>+7.2f}% {ari:>6} {t:>8.3f} {t / ref_time:>7.2f} {cert:>5}"
+                f"{rel:>+7.2f}% {ari:>6} {t:>8.3f} {t / ref_time:>7.2f} {cert:>5} "
+                f"{base:>8}"
             )
 
 
