@@ -35,7 +35,10 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation):
     row_bytes = itemsize * (n_buffers * n_clusters + 2 * n_features + 1)
     bound = int(get_config()["working_memory"] * 2**20 // row_bytes)
     target = _TARGET_BLOCK_BYTES // (itemsize * (n_clusters + n_features))
-    return int(max(1, min(n_samples, bound, max(target, 64))))
+    step = int(max(1, min(n_samples, bound, max(target, 64))))
+    # Blocks of equal size: a short last block costs a whole block's calls.
+    n_blocks = -(-n_samples // step)
+    return max(1, -(-n_samples // n_blocks))
 
 
 def blocks(n_samples, step):
