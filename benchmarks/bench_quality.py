@@ -23,8 +23,9 @@ import time
 
 import numpy as np
 from sklearn.cluster import KMeans
-from sklearn.datasets import load_digits, make_blobs
+from sklearn.datasets import load_digits, load_wine, make_blobs
 from sklearn.metrics import adjusted_rand_score
+from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 from skrbfkmeans import AnnealedRBFKMeans, kmeans_polish
@@ -82,7 +83,49 @@ BASELINE = {
     "digits-k10": 1165141.916552782,
     "digits-k30": 833824.2223233632,
     "unequal4": 29512.596202744477,
+    "aniso6": 2922.171831151186,
+    "spreads10-16d": 233510.19142125628,
+    "uniform-k16": 39.8907050178577,
+    "overlap8-5d": 185713.43709612137,
+    "wine-k3": 1277.9284888446423,
 }
+
+def anisotropic(seed=0):
+    # Six blobs sheared by one linear map: elongated, touching clusters.
+    X, y = make_blobs(n_samples=3000, centers=6, cluster_std=1.0, random_state=seed)
+    return X @ np.array([[0.6, -0.6], [-0.4, 0.8]]), y, 6
+
+
+def spreads_16d(seed=0):
+    # Ten blobs in 16-D whose spreads range from 0.5 to 3 (some overlap).
+    X, y = make_blobs(
+        n_samples=4000,
+        centers=10,
+        n_features=16,
+        cluster_std=np.linspace(0.5, 3.0, 10),
+        center_box=(-6.0, 6.0),
+        random_state=seed,
+    )
+    return X, y, 10
+
+
+def uniform_2d(seed=0):
+    # No structure at all: the optimum is a near-hexagonal tiling.
+    rng = np.random.default_rng(seed)
+    return rng.uniform(size=(4000, 2)), None, 16
+
+
+def overlap_5d(seed=1):
+    X, y = make_blobs(
+        n_samples=6000, centers=8, n_features=5, cluster_std=2.5, random_state=seed
+    )
+    return X, y, 8
+
+
+def wine(seed=0):
+    X, y = load_wine(return_X_y=True)
+    return StandardScaler().fit_transform(X), y, 3
+
 
 DATASETS = {
     "grid10x10": grid_10x10,
@@ -91,6 +134,11 @@ DATASETS = {
     "digits-k10": digits(10),
     "digits-k30": digits(30),
     "unequal4": unequal,
+    "aniso6": anisotropic,
+    "spreads10-16d": spreads_16d,
+    "uniform-k16": uniform_2d,
+    "overlap8-5d": overlap_5d,
+    "wine-k3": wine,
 }
 
 
