@@ -12,11 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._engine import (
-    labels_inertia,
-    labels_margins,
-    squared_norms,
-)
+from ._assign import BlockPlan
+from ._engine import labels_inertia, m_step, squared_norms
 from ._loss import check_data_centers
 from ._rows import MemoryRows, lloyd
 from ._scaling import working_units
@@ -56,7 +53,29 @@ def _two_means(Xl, wl, max_iter=100):
     return centers, sse
 
 
-def _candidates(X, w, centers, offset, x_sq):
+def _nearest_two(X, centers, offset):
+    """Nearest and second-nearest centre, margin, and ``d_(1) - ||x||^2``.
+
+    The margin comes from the same partial distances as
+    ``_engine.labels_margins``; the second label names the cluster a sample
+    would join if its own centre were removed.
+    """
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.intp)
+    second = np.empty(n, dtype=np.intp)
+    margins = np.empty(n)
+    nearest = np.empty(n, dtype=centers.dtype)
+    for sl, _, E, imin, e_min in BlockPlan(X, centers, offset).distances():
+        labels[sl] = imin
+        nearest[sl] = e_min
+        E[np.arange(E.shape[0]), imin] = np.inf
+        two = np.argmin(E, axis=1)
+        second[sl] = two
+        margins[sl] = E[np.arange(E.shape[0]), two] - e_min
+    return labels, second, margins, nearest
+
+
+class _Candidates:
     """Ranked (remove j, split l) pairs with their children, for one pass.
 
     ``R_j = sum_{i in S_j} w_i (d_i(2) - d_i(1))`` is what removing centre j
@@ -64,49 +83,126 @@ def _candidates(X, w, centers, offset, x_sq):
     ``G_l = SSE(S_l) - SSE_2-means(S_l)`` is what splitting cluster l gains.
     Pairs come in decreasing order of the estimate ``G_l - R_j``, whatever
     its sign: Lloyd after the move usually recovers far more than ``R_j``.
+    The labels, second labels and distances of the pass stay for the local
+    evaluation of each move.
     """
-    k = centers.shape[0]
-    labels, margins, nearest = labels_margins(X, centers, offset)
-    d1 = np.maximum(x_sq + nearest, 0.0)
-    removal = np.bincount(labels, weights=w * margins, minlength=k)
-    gain = np.full(k, -np.inf)
-    children = {}
-    for c in range(k):
-        rows = np.flatnonzero((labels == c) & (w > 0))
-        if rows.size < 2:
-            continue
-        Xl = X[rows]
-        Xl = Xl.toarray() if sp.issparse(Xl) else np.asarray(Xl)
-        Xl = Xl.astype(np.float64)
-        if np.ptp(Xl, axis=0).max() == 0:
-            continue  # identical points: nothing to split
-        kids, sse2 = _two_means(Xl, w[rows].astype(np.float64))
-        gain[c] = float(w[rows] @ d1[rows]) - sse2
-        children[c] = kids
-    pairs = [
-        (gain[c] - removal[j], j, c)
-        for c in children
-        for j in range(k)
-        if j != c and np.isfinite(removal[j])
-    ]
-    pairs.sort(key=lambda p: (-p[0], p[1], p[2]))
-    return pairs[:MAX_PAIRS], children
+
+    def __init__(self, X, w, centers, offset, x_sq):
+        k = centers.shape[0]
+        labels, second, margins, nearest = _nearest_two(X, centers, offset)
+        self.labels, self.second = labels, second
+        self.d1 = np.maximum(x_sq + nearest, 0.0)
+        removal = np.bincount(labels, weights=w * margins, minlength=k)
+        gain = np.full(k, -np.inf)
+        self.children = {}
+        for c in range(k):
+            rows = np.flatnonzero((labels == c) & (w > 0))
+            if rows.size < 2:
+                continue
+            Xl = X[rows]
+            Xl = Xl.toarray() if sp.issparse(Xl) else np.asarray(Xl)
+            Xl = Xl.astype(np.float64)
+            if np.ptp(Xl, axis=0).max() == 0:
+                continue  # identical points: nothing to split
+            kids, sse2 = _two_means(Xl, w[rows].astype(np.float64))
+            gain[c] = float(w[rows] @ self.d1[rows]) - sse2
+            self.children[c] = kids
+        pairs = [
+            (gain[c] - removal[j], j, c)
+            for c in self.children
+            for j in range(k)
+            if j != c and np.isfinite(removal[j])
+        ]
+        pairs.sort(key=lambda p: (-p[0], p[1], p[2]))
+        self.pairs = [(j, c) for _, j, c in pairs[:MAX_PAIRS]]
+
+    def trial(self, centers, j, c):
+        """Return the centres after the move (``c`` and ``j`` hold ``c``'s children)."""
+        trial = centers.copy()
+        trial[c], trial[j] = self.children[c].astype(centers.dtype)
+        return trial
+
+    def local_change(self, X, w, trial, offset, x_sq, j, c, max_iter):
+        """Return the move's change of inertia on its neighbourhood, and its centres.
+
+        The neighbourhood is the clusters ``j`` and ``c``, every cluster that
+        holds the second-nearest centre of one of their samples (where
+        ``j``'s samples go, what ``c``'s children compete with), and the
+        same again for those clusters' samples; Lloyd runs on the
+        neighbourhood's samples among its centres only, the rest fixed
+        (``_trial_lloyd``). It ignores gains outside the neighbourhood
+        (samples elsewhere that a child would attract, centres elsewhere
+        that would move), so a move it finds worthless is rarely one that
+        Lloyd on all rows would keep. Returns the change (``inf`` for a
+        trial stopped as hopeless), the trial centres with the
+        neighbourhood's updated, and whether the neighbourhood is all of
+        the data (then the trial is already Lloyd on all rows).
+        """
+        own = (self.labels == j) | (self.labels == c)
+        near = np.union1d([j, c], self.second[own])
+        near = np.union1d(near, self.second[np.isin(self.labels, near)])
+        whole = near.size == trial.shape[0]
+        inside = slice(None) if whole else np.flatnonzero(np.isin(self.labels, near))
+        before = float(w[inside] @ self.d1[inside])
+        sub = MemoryRows(X[inside], w[inside], offset, x_sq[inside])
+        local, after = _trial_lloyd(sub, trial[near], max_iter, before)
+        trial = trial.copy()
+        trial[near] = local
+        return after - before, trial, whole
+
+
+def _trial_lloyd(rows, centers, max_iter, target):
+    """Lloyd from a trial move, stopped early when it cannot reach ``target``.
+
+    Lloyd's inertia never increases. Once two successive decreases shrink
+    geometrically (ratio ``rho < 1``), what remains is about ``delta rho /
+    (1 - rho)``; a trial still above ``target`` by more than four times
+    that is stopped and reported at ``inf``. Otherwise Lloyd runs until the
+    labels are stable. Returns the centres and their inertia.
+    """
+    deltas, previous = [], None
+    for _ in range(max_iter):
+        N, S, inertia = rows.stats(centers, 0.0, "entmax15")
+        new = m_step(N, S, centers, rows.offset)
+        if previous is not None:
+            deltas.append(previous - inertia)
+        previous = inertia
+        if np.array_equal(new, centers):
+            break
+        centers = new
+        if inertia >= target and len(deltas) >= 2 and 0 < deltas[-1] < deltas[-2]:
+            rho = deltas[-1] / deltas[-2]
+            if inertia - 4.0 * deltas[-1] * rho / (1.0 - rho) > target:
+                return centers, np.inf
+    _, inertia = labels_inertia(rows.X, rows.w, centers, rows.offset, rows.x_sq)
+    return centers, inertia
 
 
 def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
-    """Run the split/merge search; returns centres, inertia, moves, iterations."""
+    """Run the split/merge search; returns centres, inertia, moves, iterations.
+
+    Each candidate move is first evaluated on its neighbourhood
+    (``_Candidates.local_change``); Lloyd on all rows runs only for a move
+    that gains there, and the move is kept only if the inertia on all rows
+    strictly drops.
+    """
     rows = MemoryRows(X, w, offset, x_sq)
     centers, n_iter, _ = lloyd(rows, centers, max_iter)
     _, inertia = labels_inertia(X, w, centers, offset, x_sq)
     n_moves = 0
     k = centers.shape[0]
     while k > 1 and (max_moves is None or n_moves < max_moves):
-        pairs, children = _candidates(X, w, centers, offset, x_sq)
-        for _, j, c in pairs:
-            trial = centers.copy()
-            trial[c], trial[j] = children[c].astype(centers.dtype)
-            trial, it, _ = lloyd(rows, trial, max_iter)
-            n_iter += it
+        cand = _Candidates(X, w, centers, offset, x_sq)
+        for j, c in cand.pairs:
+            trial = cand.trial(centers, j, c)
+            change, trial, whole = cand.local_change(
+                X, w, trial, offset, x_sq, j, c, max_iter
+            )
+            if not change < 0:
+                continue
+            if not whole:
+                trial, it, _ = lloyd(rows, trial, max_iter)
+                n_iter += it
             _, trial_inertia = labels_inertia(X, w, trial, offset, x_sq)
             if trial_inertia < inertia:
                 centers, inertia = trial, trial_inertia
