@@ -13,9 +13,10 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ._assign import BlockPlan
-from ._engine import labels_inertia, m_step, squared_norms
+from ._engine import labels_inertia, squared_norms
+from ._lloyd import IncrementalLloyd
 from ._loss import check_data_centers
-from ._rows import MemoryRows, lloyd
+from ._rows import MemoryRows
 from ._scaling import working_units
 from ._threads import one_blas_thread
 from ._validation import check_n_samples
@@ -54,28 +55,23 @@ def _two_means(Xl, wl, max_iter=100):
 
 
 def _nearest_two(X, centers, offset):
-    """Nearest and second-nearest centre, margin, and ``d_(1) - ||x||^2``.
+    """Nearest centre, margin ``d_(2) - d_(1)`` and ``d_(1) - ||x||^2``.
 
-    The margin comes from the same partial distances as
-    ``_engine.labels_margins``; the second label names the cluster a sample
-    would join if its own centre were removed.
+    As ``_engine.labels_margins``, with the labels as indices.
     """
     n = X.shape[0]
     labels = np.empty(n, dtype=np.intp)
-    second = np.empty(n, dtype=np.intp)
     margins = np.empty(n)
     nearest = np.empty(n, dtype=centers.dtype)
     for sl, _, E, imin, e_min in BlockPlan(X, centers, offset).distances():
         labels[sl] = imin
         nearest[sl] = e_min
         E[np.arange(E.shape[0]), imin] = np.inf
-        two = np.argmin(E, axis=1)
-        second[sl] = two
-        margins[sl] = E[np.arange(E.shape[0]), two] - e_min
-    return labels, second, margins, nearest
+        margins[sl] = E.min(axis=1) - e_min
+    return labels, margins, nearest
 
 
-class _Candidates:
+def _candidates(X, w, centers, offset, x_sq):
     """Ranked (remove j, split l) pairs with their children, for one pass.
 
     ``R_j = sum_{i in S_j} w_i (d_i(2) - d_i(1))`` is what removing centre j
@@ -83,134 +79,74 @@ class _Candidates:
     ``G_l = SSE(S_l) - SSE_2-means(S_l)`` is what splitting cluster l gains.
     Pairs come in decreasing order of the estimate ``G_l - R_j``, whatever
     its sign: Lloyd after the move usually recovers far more than ``R_j``.
-    The labels, second labels and distances of the pass stay for the local
-    evaluation of each move.
     """
-
-    def __init__(self, X, w, centers, offset, x_sq):
-        k = centers.shape[0]
-        labels, second, margins, nearest = _nearest_two(X, centers, offset)
-        self.labels, self.second = labels, second
-        self.d1 = np.maximum(x_sq + nearest, 0.0)
-        removal = np.bincount(labels, weights=w * margins, minlength=k)
-        gain = np.full(k, -np.inf)
-        self.children = {}
-        for c in range(k):
-            rows = np.flatnonzero((labels == c) & (w > 0))
-            if rows.size < 2:
-                continue
-            Xl = X[rows]
-            Xl = Xl.toarray() if sp.issparse(Xl) else np.asarray(Xl)
-            Xl = Xl.astype(np.float64)
-            if np.ptp(Xl, axis=0).max() == 0:
-                continue  # identical points: nothing to split
-            kids, sse2 = _two_means(Xl, w[rows].astype(np.float64))
-            gain[c] = float(w[rows] @ self.d1[rows]) - sse2
-            self.children[c] = kids
-        pairs = [
-            (gain[c] - removal[j], j, c)
-            for c in self.children
-            for j in range(k)
-            if j != c and np.isfinite(removal[j])
-        ]
-        pairs.sort(key=lambda p: (-p[0], p[1], p[2]))
-        self.pairs = [(j, c) for _, j, c in pairs[:MAX_PAIRS]]
-
-    def trial(self, centers, j, c):
-        """Return the centres after the move (``c`` and ``j`` hold ``c``'s children)."""
-        trial = centers.copy()
-        trial[c], trial[j] = self.children[c].astype(centers.dtype)
-        return trial
-
-    def local_change(self, X, w, trial, offset, x_sq, j, c, max_iter):
-        """Return the move's change of inertia on its neighbourhood, and its centres.
-
-        The neighbourhood is the clusters ``j`` and ``c``, every cluster that
-        holds the second-nearest centre of one of their samples (where
-        ``j``'s samples go, what ``c``'s children compete with), and the
-        same again for those clusters' samples; Lloyd runs on the
-        neighbourhood's samples among its centres only, the rest fixed
-        (``_trial_lloyd``). It ignores gains outside the neighbourhood
-        (samples elsewhere that a child would attract, centres elsewhere
-        that would move), so a move it finds worthless is rarely one that
-        Lloyd on all rows would keep. Returns the change (``inf`` for a
-        trial stopped as hopeless), the trial centres with the
-        neighbourhood's updated, and whether the neighbourhood is all of
-        the data (then the trial is already Lloyd on all rows).
-        """
-        own = (self.labels == j) | (self.labels == c)
-        near = np.union1d([j, c], self.second[own])
-        near = np.union1d(near, self.second[np.isin(self.labels, near)])
-        whole = near.size == trial.shape[0]
-        inside = slice(None) if whole else np.flatnonzero(np.isin(self.labels, near))
-        before = float(w[inside] @ self.d1[inside])
-        sub = MemoryRows(X[inside], w[inside], offset, x_sq[inside])
-        local, after = _trial_lloyd(sub, trial[near], max_iter, before)
-        trial = trial.copy()
-        trial[near] = local
-        return after - before, trial, whole
-
-
-def _trial_lloyd(rows, centers, max_iter, target):
-    """Lloyd from a trial move, stopped early when it cannot reach ``target``.
-
-    Lloyd's inertia never increases. Once two successive decreases shrink
-    geometrically (ratio ``rho < 1``), what remains is about ``delta rho /
-    (1 - rho)``; a trial still above ``target`` by more than four times
-    that is stopped and reported at ``inf``. Otherwise Lloyd runs until the
-    labels are stable. Returns the centres and their inertia.
-    """
-    deltas, previous = [], None
-    for _ in range(max_iter):
-        N, S, inertia = rows.stats(centers, 0.0, "entmax15")
-        new = m_step(N, S, centers, rows.offset)
-        if previous is not None:
-            deltas.append(previous - inertia)
-        previous = inertia
-        if np.array_equal(new, centers):
-            break
-        centers = new
-        if inertia >= target and len(deltas) >= 2 and 0 < deltas[-1] < deltas[-2]:
-            rho = deltas[-1] / deltas[-2]
-            if inertia - 4.0 * deltas[-1] * rho / (1.0 - rho) > target:
-                return centers, np.inf
-    _, inertia = labels_inertia(rows.X, rows.w, centers, rows.offset, rows.x_sq)
-    return centers, inertia
+    k = centers.shape[0]
+    labels, margins, nearest = _nearest_two(X, centers, offset)
+    d1 = np.maximum(x_sq + nearest, 0.0)
+    removal = np.bincount(labels, weights=w * margins, minlength=k)
+    gain = np.full(k, -np.inf)
+    children = {}
+    for c in range(k):
+        rows = np.flatnonzero((labels == c) & (w > 0))
+        if rows.size < 2:
+            continue
+        Xl = X[rows]
+        Xl = Xl.toarray() if sp.issparse(Xl) else np.asarray(Xl)
+        Xl = Xl.astype(np.float64)
+        if np.ptp(Xl, axis=0).max() == 0:
+            continue  # identical points: nothing to split
+        kids, sse2 = _two_means(Xl, w[rows].astype(np.float64))
+        gain[c] = float(w[rows] @ d1[rows]) - sse2
+        children[c] = kids
+    # estimate[j, c] = G_c - R_j over the valid pairs; the best MAX_PAIRS
+    # in decreasing order, ties by (j, c).
+    estimate = gain[None, :] - removal[:, None]
+    valid = np.isfinite(removal)[:, None] & np.isfinite(gain)[None, :]
+    np.fill_diagonal(valid, False)
+    j, c = np.nonzero(valid)
+    values = estimate[j, c]
+    if values.size > MAX_PAIRS:
+        keep = np.argpartition(-values, MAX_PAIRS - 1)[:MAX_PAIRS]
+        # Ties at the cut keep the pairs first in (j, c) order.
+        cut = values[keep].min()
+        keep = np.flatnonzero(values > cut)
+        keep = np.concatenate([keep, np.flatnonzero(values == cut)])[:MAX_PAIRS]
+        j, c, values = j[keep], c[keep], values[keep]
+    order = np.lexsort((c, j, -values))
+    pairs = [(values[i], int(j[i]), int(c[i])) for i in order]
+    return pairs, children
 
 
 def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     """Run the split/merge search; returns centres, inertia, moves, iterations.
 
-    Each candidate move is first evaluated on its neighbourhood
-    (``_Candidates.local_change``); Lloyd on all rows runs only for a move
-    that gains there, and the move is kept only if the inertia on all rows
-    strictly drops.
+    Every Lloyd run is incremental (``_lloyd.IncrementalLloyd``): a trial
+    move starts from the current labels, and an iteration recomputes only
+    the samples a moved centre can take or lose. Its result is that of
+    plain Lloyd on all rows.
     """
     rows = MemoryRows(X, w, offset, x_sq)
-    centers, n_iter, _ = lloyd(rows, centers, max_iter)
-    _, inertia = labels_inertia(X, w, centers, offset, x_sq)
+    state = IncrementalLloyd(rows, centers)
+    n_iter, _ = state.run(max_iter)
+    inertia = state.inertia()
     n_moves = 0
     k = centers.shape[0]
     while k > 1 and (max_moves is None or n_moves < max_moves):
-        cand = _Candidates(X, w, centers, offset, x_sq)
-        for j, c in cand.pairs:
-            trial = cand.trial(centers, j, c)
-            change, trial, whole = cand.local_change(
-                X, w, trial, offset, x_sq, j, c, max_iter
-            )
-            if not change < 0:
-                continue
-            if not whole:
-                trial, it, _ = lloyd(rows, trial, max_iter)
-                n_iter += it
-            _, trial_inertia = labels_inertia(X, w, trial, offset, x_sq)
+        pairs, children = _candidates(X, w, state.centers, offset, x_sq)
+        for _, j, c in pairs:
+            trial = state.copy()
+            trial.centers[c], trial.centers[j] = children[c].astype(centers.dtype)
+            it, _ = trial.run(max_iter, moved=[j, c])
+            n_iter += it
+            trial_inertia = trial.inertia()
             if trial_inertia < inertia:
-                centers, inertia = trial, trial_inertia
+                state, inertia = trial, trial_inertia
                 n_moves += 1
                 break
         else:
             break  # a whole pass kept nothing
-    return centers, inertia, n_moves, n_iter
+    _, inertia = labels_inertia(X, w, state.centers, offset, x_sq)
+    return state.centers, inertia, n_moves, n_iter
 
 
 @validate_params(

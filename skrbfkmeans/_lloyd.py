@@ -1,0 +1,198 @@
+"""Lloyd's algorithm that recomputes only what a moved centre can change.
+
+After the first iterations of a Lloyd run, and in every trial of the polish,
+only a few centres move per iteration. A sample's label can change only if
+its own centre moved (then it needs its distances to every centre) or if a
+moved centre came at least as close as its own (then it needs the distances
+to the moved centres only). ``IncrementalLloyd`` keeps each sample's label
+and its partial distance ``e = ||mu||^2 - 2 x . mu`` to its own centre and
+applies exactly that rule, so an iteration costs ``n m d + n_m k d`` for
+``m`` moved centres holding ``n_m`` samples, instead of ``n k d``.
+
+Labels follow the full pass's rule: the nearest centre, the lowest index
+among exact ties (as ``numpy.argmin`` and scikit-learn's Lloyd). Partial
+distances computed in different products can round differently, so ``run``
+ends with one full pass and carries on from its labels in the rare case
+they differ: a converged run is a fixed point of the full assignment.
+
+The engine's plain Lloyd (``_rows.lloyd``, entmax-1.5 at zero width) shares
+a sample among exactly tied centres instead, and so moves coincident
+centres together; runs that start with coincident centres (the annealing
+with fewer distinct groups than clusters) are left to it.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from ._assign import BlockPlan
+from ._engine import m_step
+from ._rows import em_fixed_sigma
+
+# An incremental step that would compute more than this share of a full
+# pass's distances runs the full pass (which also gives exact sums).
+FULL_PASS_SHARE = 0.5
+# Below this many distances a pass is mostly fixed costs: always full.
+SMALL_PASS = 1 << 17
+
+
+def _coincident(centers):
+    """Whether two centres are equal."""
+    return np.unique(centers, axis=0).shape[0] < centers.shape[0]
+
+
+def _nearest(X, centers, offset):
+    """Nearest of ``centers`` (lowest index among ties) and its partial distance."""
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.intp)
+    e_own = np.empty(n, dtype=centers.dtype)
+    for sl, _, _, imin, e_min in BlockPlan(X, centers, offset).distances():
+        labels[sl] = imin
+        e_own[sl] = e_min
+    return labels, e_own
+
+
+def _full_pass(rows, centers):
+    """Labels, partial distances and the exact sums ``N``, ``S`` in one pass.
+
+    The sums are taken block by block on centred rows, as the engine takes
+    them: one sparse product per block.
+    """
+    X, w = rows.X, rows.w.astype(np.float64)
+    n, k = X.shape[0], centers.shape[0]
+    labels = np.empty(n, dtype=np.intp)
+    e_own = np.empty(n, dtype=centers.dtype)
+    S = np.zeros((k, X.shape[1]))
+    for sl, Xb, _, imin, e_min in BlockPlan(X, centers, rows.offset).distances():
+        labels[sl] = imin
+        e_own[sl] = e_min
+        b = imin.shape[0]
+        P = sp.csr_array((w[sl], imin, np.arange(b + 1)), shape=(b, k))
+        Sb = P.T @ Xb
+        S += Sb.toarray() if sp.issparse(Sb) else Sb
+    return labels, e_own, np.bincount(labels, weights=w, minlength=k), S
+
+
+class IncrementalLloyd:
+    """The state of a Lloyd run on ``rows`` (a ``_rows.MemoryRows``).
+
+    ``labels`` and ``e_own`` are valid for ``centers``; ``N`` and ``S`` are
+    the weight and centred weighted sum of every cluster's samples, exact
+    after a full pass and updated by the samples that change cluster in
+    between (a converged run ends on a full pass).
+    """
+
+    def __init__(self, rows, centers):
+        self.rows = rows
+        self.centers = np.array(centers, copy=True)
+        self.labels, self.e_own, self.N, self.S = _full_pass(rows, self.centers)
+        self.exact = True  # labels and sums from a full pass
+
+    def copy(self):
+        """Return an independent copy of the state (for a trial move)."""
+        new = object.__new__(IncrementalLloyd)
+        new.rows = self.rows
+        for name in ("centers", "labels", "e_own", "N", "S"):
+            setattr(new, name, getattr(self, name).copy())
+        new.exact = self.exact
+        return new
+
+    def _move_samples(self, idx, old):
+        """Move samples ``idx`` from clusters ``old`` to their new labels."""
+        rows = self.rows
+        Xi = rows.X[idx]
+        Xi = Xi.toarray() if sp.issparse(Xi) else Xi
+        wX = (Xi - rows.offset) * rows.w[idx, None].astype(np.float64)
+        w = rows.w[idx].astype(np.float64)
+        k = self.N.shape[0]
+        new = self.labels[idx]
+        self.N += np.bincount(new, weights=w, minlength=k)
+        self.N -= np.bincount(old, weights=w, minlength=k)
+        np.add.at(self.S, new, wX)
+        np.subtract.at(self.S, old, wX)
+
+    def assign(self, moved):
+        """Relabel after the centres ``moved`` changed; whether a label changed."""
+        rows = self.rows
+        X, offset = rows.X, rows.offset
+        n, k = X.shape[0], self.centers.shape[0]
+        own_moved = np.flatnonzero(np.isin(self.labels, moved))
+        work = own_moved.size * k + n * moved.size
+        if n * k < SMALL_PASS or work > FULL_PASS_SHARE * n * k:
+            # Too much to recompute: one full pass is cheaper.
+            old = self.labels
+            self.labels, self.e_own, self.N, self.S = _full_pass(rows, self.centers)
+            self.exact = True
+            return not np.array_equal(self.labels, old)
+        self.exact = False
+        old = self.labels.copy()
+        # Samples whose centre moved: distances to every centre.
+        if own_moved.size:
+            lab, e = _nearest(X[own_moved], self.centers, offset)
+            self.labels[own_moved], self.e_own[own_moved] = lab, e
+        # The others: only a moved centre can have come as close.
+        lab, e = _nearest(X, self.centers[moved], offset)
+        lab = moved[lab]
+        closer = (e < self.e_own) | ((e == self.e_own) & (lab < self.labels))
+        closer[own_moved] = False
+        self.labels[closer], self.e_own[closer] = lab[closer], e[closer]
+        changed = np.flatnonzero(self.labels != old)
+        if changed.size:
+            self._move_samples(changed, old[changed])
+        return changed.size > 0
+
+    def run(self, max_iter, moved=None):
+        """Lloyd until no label changes or ``max_iter`` iterations.
+
+        ``moved`` names centres already changed since the labels were
+        computed (a trial move): their samples are relabelled first.
+        Returns the number of iterations and whether the labels became
+        stable (confirmed by one full pass).
+        """
+        if _coincident(self.centers):
+            return self._plain(max_iter)
+        if moved is not None:
+            self.assign(np.asarray(moved, dtype=np.intp))
+        n_iter = 0
+        while n_iter < max_iter:
+            n_iter += 1
+            new = m_step(self.N, self.S, self.centers, self.rows.offset)
+            moved = np.flatnonzero((new != self.centers).any(axis=1))
+            self.centers = new
+            if moved.size == 0:
+                if self.exact or self._confirmed():
+                    return n_iter, True
+            else:
+                self.assign(moved)
+        return n_iter, False
+
+    def _confirmed(self):
+        """One full pass: whether it gives the same labels.
+
+        The centres become the means from the pass's exact sums (the
+        updated sums may differ from them by rounding).
+        """
+        old = self.labels
+        self.labels, self.e_own, self.N, self.S = _full_pass(self.rows, self.centers)
+        self.exact = True
+        self.centers = m_step(self.N, self.S, self.centers, self.rows.offset)
+        return np.array_equal(self.labels, old)
+
+    def _plain(self, max_iter):
+        """Run the engine's plain Lloyd (coincident centres move together)."""
+        centers, n_iter, converged = em_fixed_sigma(
+            self.rows, self.centers, 0.0, "entmax15", max_iter=max_iter, tol=0.0
+        )
+        self.__init__(self.rows, centers)
+        return n_iter, converged
+
+    def inertia(self):
+        """Weighted inertia of the current labels."""
+        d = np.maximum(self.rows.x_sq + self.e_own, 0.0)
+        return float(self.rows.w @ d)
+
+
+def lloyd(rows, centers, max_iter):
+    """Lloyd from ``centers`` on in-memory rows; as ``_rows.lloyd``."""
+    state = IncrementalLloyd(rows, centers)
+    n_iter, converged = state.run(max_iter)
+    return state.centers, n_iter, converged

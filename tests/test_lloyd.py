@@ -1,0 +1,233 @@
+"""Incremental Lloyd against plain Lloyd, and the polish against a plain search.
+
+``IncrementalLloyd`` recomputes only the samples a moved centre can take or
+lose. The oracle is the engine's plain Lloyd (``_rows.lloyd``: every sample
+against every centre, every iteration) and, for single assignment steps, an
+explicit nearest-centre search by differences.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from skrbfkmeans import _lloyd
+from skrbfkmeans._engine import data_offset, labels_inertia
+from skrbfkmeans._lloyd import IncrementalLloyd
+from skrbfkmeans._polish import _candidates, polish
+from skrbfkmeans._rows import MemoryRows
+from skrbfkmeans._rows import lloyd as plain_lloyd
+
+
+@pytest.fixture(autouse=True)
+def incremental_steps(monkeypatch):
+    # The test data are small: without this every step would be a full pass.
+    monkeypatch.setattr(_lloyd, "SMALL_PASS", 0)
+
+
+def _rows(X, w=None):
+    w = np.ones(X.shape[0], dtype=X.dtype) if w is None else w
+    return MemoryRows(X, w, data_offset(X, w))
+
+
+def _explicit_labels(X, centers):
+    X = X.toarray() if sp.issparse(X) else X
+    d = (
+        (X[:, None, :].astype(np.float64) - centers[None].astype(np.float64)) ** 2
+    ).sum(2)
+    order = np.sort(d, axis=1)
+    margin = order[:, 1] - order[:, 0] if d.shape[1] > 1 else np.full(len(d), np.inf)
+    return d.argmin(axis=1), margin, d
+
+
+def _data(kind, seed):
+    rng = np.random.default_rng(seed)
+    if kind == "blobs":
+        centers = rng.normal(scale=5, size=(6, 3))
+        X = centers[rng.integers(0, 6, 400)] + rng.normal(size=(400, 3))
+    elif kind == "duplicates":
+        X = np.repeat(rng.normal(size=(12, 2)), 30, axis=0)
+    elif kind == "ties":
+        # Integer grid: many samples equidistant from two centres.
+        X = np.array([(i, j) for i in range(8) for j in range(8)], float)
+    elif kind == "uniform":
+        X = rng.uniform(size=(500, 2))
+    return X
+
+
+def _explicit_lloyd(X, w, centers, max_iter=300, labels_of=None):
+    """Lloyd with every sample against every centre at every iteration.
+
+    Labels by explicit differences (argmin, lowest index on ties) or by
+    ``labels_of(centers)``; weighted means; an empty cluster's centre
+    stays; stops when no centre moves.
+    """
+    X = X.toarray() if sp.issparse(X) else X
+    centers = centers.astype(np.float64)
+    for n_iter in range(1, max_iter + 1):
+        if labels_of is None:
+            labels = _explicit_labels(X, centers)[0]
+        else:
+            labels = labels_of(centers)
+        new = centers.copy()
+        for j in range(len(centers)):
+            mask = (labels == j) & (w > 0)
+            if w[mask].sum() > 0:
+                new[j] = w[mask] @ X[mask] / w[mask].sum()
+        if np.array_equal(new, centers):
+            return centers, labels, n_iter
+        centers = new
+    return centers, labels, max_iter
+
+
+@pytest.mark.parametrize("kind", ["blobs", "duplicates", "ties", "uniform"])
+@pytest.mark.parametrize("sparse", [False, True])
+def test_same_run_as_explicit_lloyd(kind, sparse, global_random_seed):
+    # Check that the incremental run visits the same centres as Lloyd by
+    # explicit differences (every sample against every centre, every
+    # iteration): same iterations, final centres and labels, including
+    # exact ties (integer grid), duplicated rows and zero weights.
+    rng = np.random.default_rng(global_random_seed)
+    X = _data(kind, global_random_seed)
+    w = rng.integers(0, 3, X.shape[0]).astype(float)
+    w[0] = 1
+    distinct = np.unique(X, axis=0)
+    init = distinct[rng.choice(distinct.shape[0], 5, replace=False)]
+    Xs = sp.csr_matrix(X) if sparse else X
+    rows = _rows(Xs, w)
+    state = IncrementalLloyd(rows, init)
+    n_iter, converged = state.run(300)
+    labels_of = None
+    if kind == "ties":
+        # Means of integer points tie only to rounding, which differs between
+        # explicit differences and the engine's ||mu||^2 - 2 x . mu: there
+        # the oracle takes the engine's full-pass labels.
+        def labels_of(centers):
+            return labels_inertia(Xs, w, centers, rows.offset, rows.x_sq)[0]
+
+    centers, labels, ref_iter = _explicit_lloyd(X, w, init, labels_of=labels_of)
+    assert converged and n_iter == ref_iter
+    np.testing.assert_allclose(state.centers, centers, rtol=1e-10, atol=1e-10)
+    positive = w > 0
+    np.testing.assert_array_equal(state.labels[positive], labels[positive])
+
+
+@pytest.mark.parametrize("kind", ["blobs", "uniform"])
+def test_float32_same_as_plain_lloyd(kind, global_random_seed):
+    # Check float32 rows against the engine's plain Lloyd (float32 distances
+    # both): same iterations and centres to float32 rounding.
+    rng = np.random.default_rng(global_random_seed)
+    X = _data(kind, global_random_seed).astype(np.float32)
+    rows = _rows(X)
+    init = X[rng.choice(X.shape[0], 5, replace=False)]
+    centers, n_iter, _ = plain_lloyd(rows, init, 300)
+    state = IncrementalLloyd(rows, init)
+    assert state.run(300) == (n_iter, True)
+    assert state.centers.dtype == np.float32
+    np.testing.assert_allclose(state.centers, centers, rtol=1e-5, atol=1e-5)
+
+
+def test_coincident_centres_follow_plain_lloyd():
+    # Check that coincident initial centres (annealing with fewer distinct
+    # groups than clusters) run the engine's plain Lloyd, which moves them
+    # together.
+    X = np.random.default_rng(0).normal(size=(200, 2))
+    init = np.array([[0.0, 0.0], [0.0, 0.0], [1.0, 1.0]])
+    rows = _rows(X)
+    state = IncrementalLloyd(rows, init)
+    n_iter, _ = state.run(300)
+    centers, ref_iter, _ = plain_lloyd(rows, init, 300)
+    assert n_iter == ref_iter
+    np.testing.assert_array_equal(state.centers, centers)
+    np.testing.assert_array_equal(state.centers[0], state.centers[1])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n_moved=st.integers(1, 6),
+    scale=st.sampled_from([1e-3, 1.0, 1e3]),
+)
+def test_assignment_step_misses_no_label_change(seed, n_moved, scale):
+    # Check one incremental assignment step against an explicit search: after
+    # moving some centres, every sample whose nearest centre is unambiguous
+    # (margin above rounding) gets exactly that label, including samples
+    # of unmoved clusters that a moved centre now attracts.
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(300, 3)) * scale
+    centers = X[rng.choice(300, 8, replace=False)].copy()
+    state = IncrementalLloyd(_rows(X), centers)
+    moved = np.sort(rng.choice(8, n_moved, replace=False))
+    state.centers[moved] += rng.normal(size=(n_moved, 3)) * scale
+    state.assign(moved)
+    labels, margin, d = _explicit_labels(X, state.centers)
+    clear = margin > 1e-9 * d.max()
+    np.testing.assert_array_equal(state.labels[clear], labels[clear])
+    # The partial distances stay those of the own centre.
+    own = d[np.arange(300), state.labels]
+    x_sq = ((X - state.rows.offset) ** 2).sum(1)
+    np.testing.assert_allclose(x_sq + state.e_own, own, atol=1e-9 * d.max())
+
+
+def test_trial_move_equals_lloyd_from_the_trial():
+    # Check that a trial started from a solution's labels (the polish's
+    # moves) ends where plain Lloyd from the trial centres ends.
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.normal(c, 0.3, size=(60, 2)) for c in range(6)])
+    rows = _rows(X)
+    state = IncrementalLloyd(rows, X[:5].copy())
+    state.run(300)
+    trial = state.copy()
+    trial.centers[1] = X[-1]
+    trial.centers[3] = X[100]
+    start = trial.centers.copy()
+    it, ok = trial.run(300, moved=[1, 3])
+    centers, n_iter, conv = plain_lloyd(rows, start, 300)
+    assert ok and conv
+    np.testing.assert_allclose(trial.centers, centers, rtol=1e-12)
+    # The state it came from is untouched by the trial.
+    assert not np.array_equal(state.centers, trial.centers)
+
+
+def _reference_polish(X, w, centers, offset, x_sq, max_iter=300):
+    """The search with plain Lloyd on all rows for every trial (the oracle)."""
+    rows = MemoryRows(X, w, offset, x_sq)
+    centers, _, _ = plain_lloyd(rows, centers, max_iter)
+    _, inertia = labels_inertia(X, w, centers, offset, x_sq)
+    moves = []
+    while True:
+        pairs, children = _candidates(X, w, centers, offset, x_sq)
+        for _, j, c in pairs:
+            trial = centers.copy()
+            trial[c], trial[j] = children[c]
+            trial, _, _ = plain_lloyd(rows, trial, max_iter)
+            _, trial_inertia = labels_inertia(X, w, trial, offset, x_sq)
+            if trial_inertia < inertia:
+                centers, inertia = trial, trial_inertia
+                moves.append((j, c))
+                break
+        else:
+            return centers, inertia, len(moves)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_polish_accepts_the_moves_of_the_plain_search(seed):
+    # Check that the incremental polish keeps the same moves as the search
+    # that runs plain Lloyd on all rows for every trial: same centres, same
+    # inertia, same number of moves.
+    rng = np.random.default_rng(seed)
+    k = [3, 4, 6, 8, 10, 12][seed]
+    means = rng.uniform(-10, 10, size=(k + 2, 2))
+    X = np.concatenate(
+        [rng.normal(m, rng.uniform(0.3, 2), size=(80, 2)) for m in means]
+    )
+    w = np.ones(X.shape[0])
+    offset = data_offset(X, w)
+    x_sq = ((X - offset) ** 2).sum(1)
+    init = X[rng.choice(X.shape[0], k, replace=False)]
+    ref = _reference_polish(X, w, init, offset, x_sq)
+    centers, inertia, n_moves, _ = polish(X, w, init, offset, x_sq)
+    assert n_moves == ref[2]
+    np.testing.assert_allclose(centers, ref[0], rtol=1e-10, atol=1e-10)
+    assert inertia == pytest.approx(ref[1], rel=1e-12)
