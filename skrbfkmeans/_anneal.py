@@ -33,8 +33,9 @@ from typing import NamedTuple
 import numpy as np
 
 from ._engine import free_energy, labels_margins, m_step, moments, statistics
+from ._lloyd import lloyd
 from ._polish import polish as polish_search
-from ._rows import certify, em_fixed_sigma, lloyd
+from ._rows import certify, em_fixed_sigma
 from ._schedule import (
     choose_split,
     critical_factor,
@@ -227,6 +228,7 @@ class _Schedule:
         move_tol = 30 * tol * np.sqrt(self.T)
         W = float(rows.w.sum())
         it = max_iter
+        last_step = None
         for i in range(1, max_iter + 1):
             prior = groups.mass / W if self.act == "softmax" else None
             res = statistics(
@@ -235,10 +237,14 @@ class _Schedule:
             )  # fmt: skip
             new = m_step(res.N, res.S, groups.centers, rows.offset)
             move = float(np.sqrt(((new - groups.centers) ** 2).sum(axis=1).max()))
+            step = new - groups.centers
             groups.centers, groups.mass = new, res.N
             if move <= move_tol:
                 it = i
                 break
+            if i % 3 == 0:
+                groups.centers = _extrapolate(new, step, last_step)
+            last_step = step
         groups.merge_close(0.05 * np.sqrt(self.T))
         groups.drop_light(0.5 * self.mass_unit)
         return it
@@ -308,6 +314,25 @@ class _Schedule:
             return False
         self.T *= 0.5
         return True
+
+
+def _extrapolate(centers, step, last_step):
+    """Jump along a slow, straight EM path towards its fixed point.
+
+    Near a critical width EM creeps: successive steps point the same way
+    and shrink by a ratio ``rho`` close to 1, so the fixed point lies about
+    ``rho / (1 - rho)`` steps ahead. Where the last two steps are nearly
+    parallel (cosine above 0.95) and shrinking, jump there, at most 10 steps;
+    the stage's next EM steps correct any overshoot. Returns the centres.
+    """
+    a2, b2 = float((last_step * last_step).sum()), float((step * step).sum())
+    if not (a2 > 0 and 0 < b2 < a2):
+        return centers
+    cosine = float((step * last_step).sum()) / np.sqrt(a2 * b2)
+    rho = np.sqrt(b2 / a2)
+    if cosine <= 0.95 or rho >= 0.995:
+        return centers
+    return centers + float(min(rho / (1.0 - rho), 10.0)) * step
 
 
 def _initial_groups(rows, n_clusters, init_centers):
