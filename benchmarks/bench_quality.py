@@ -90,6 +90,7 @@ BASELINE = {
     "wine-k3": 1277.9284888446423,
 }
 
+
 def anisotropic(seed=0):
     # Six blobs sheared by one linear map: elongated, touching clusters.
     X, y = make_blobs(n_samples=3000, centers=6, cluster_std=1.0, random_state=seed)

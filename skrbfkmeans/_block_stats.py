@@ -16,7 +16,6 @@ import scipy.sparse as sp
 
 from ._assign import (
     augmented_block,
-    blocks,
     centred_block,
     far_cut,
     scaled_scores,
@@ -27,12 +26,11 @@ from ._assign import (
 _SPARSE_EXP_DENSITY = 0.4
 
 
-def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inertia):
-    """Run the "scaled-softmax" route of ``statistics``; returns the inertia.
+def _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia):
+    """Run the "scaled-softmax" route of ``statistics``: ``(N, S, inertia)``.
 
-    ``N`` and ``S`` are accumulated in place; the hard inertia is computed
-    only with ``inertia`` (no prior: the largest score gives the nearest
-    distance), else 0.0 is returned.
+    The hard inertia is computed only with ``inertia`` (no prior: the
+    largest score gives the nearest distance), else 0.0 is returned.
 
     Per block: one GEMM for the scores, then one ``exp`` per *near* score
     (within ``log(2 k / eps)`` of the row's maximum; the others weigh less
@@ -42,14 +40,15 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
     ``b x k`` product and no ``exp`` beyond its maximum); otherwise the
     block takes the dense route with the normalisation folded into the
     sample weights ``v_i = w_i / Z_i``: ``N = v P``, ``S = P^T (v X)``.
+    Each block decides for itself, so the sums are the same whatever the
+    number of threads.
     """
-    n_clusters = sc.A.shape[1]
+    n_clusters, n_features = sc.A.shape[1], X.shape[1]
     cut = far_cut(n_clusters, sc.A.dtype)
-    total_inertia = 0.0
     sparse = sp.issparse(X)
-    # After one mostly-near block the rest of the pass skips the near test.
-    gather = not sparse
-    for sl in blocks(X.shape[0], step):
+    offset = plan.offset
+
+    def block(sl, buf):
         # Dense rows carry a column of ones: the bias comes with the scores'
         # GEMM and N with S's product (its last column).
         Xb = (
@@ -60,19 +59,19 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
         wb = sample_weight[sl]
         b = wb.shape[0]
         Z, z_max = scaled_scores(Xb, sc, buf)
+        block_inertia = 0.0
         if inertia:
             # Without a prior the largest score is -min_j e_ij / T.
-            d_min = np.maximum(x_sq[sl] - T * z_max, 0.0)
-            total_inertia += float(wb @ d_min)
+            block_inertia = float(wb @ np.maximum(x_sq[sl] - T * z_max, 0.0))
+        N, S = np.zeros(n_clusters), np.zeros((n_clusters, n_features))
         clamp = None
-        if gather:
+        if not sparse:
             # ">=": the maximum is near even where z_max - cut rounds to z_max.
             near = np.greater_equal(Z, (z_max - cut)[:, None], out=buf.near[:b])
             n_near = np.count_nonzero(near)
             if n_near <= _SPARSE_EXP_DENSITY * near.size:
                 _sparse_stats(Xb, wb, Z, z_max, near, N, S)
-                continue
-            gather = False
+                return N, S, block_inertia
             clamp = n_near < near.size
         P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead)
         v = wb / Zsum
@@ -83,7 +82,14 @@ def _softmax_stats(X, sample_weight, offset, x_sq, sc, T, step, buf, N, S, inert
         else:
             Xb *= v[:, None]
             _add_augmented(P.T @ Xb, N, S)
-    return total_inertia
+        return N, S, block_inertia
+
+    N, S, total_inertia = np.zeros(n_clusters), np.zeros((n_clusters, n_features)), 0.0
+    for N_b, S_b, inertia_b in plan.map(block, distances=False):
+        N += N_b
+        S += S_b
+        total_inertia += inertia_b
+    return N, S, total_inertia
 
 
 def _add_augmented(SN, N, S):
@@ -109,8 +115,8 @@ def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
     _add_augmented(sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xa, N, S)
 
 
-def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
-    """Entmax-1.5 statistics of a block whose rows are all one-hot, or False.
+def _hard_stats(Xb, wb, E, imin, e_min, window):
+    """Entmax-1.5 statistics ``(N, S)`` of a block of one-hot rows, or None.
 
     A row is exactly one-hot when its nearest centre is its only candidate,
     ``e_ij - e_min < 2 T`` (``_split_one_hot``). Then ``N`` and ``S`` are
@@ -118,7 +124,7 @@ def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
     a bincount and a sparse ``k x b`` product. One comparison over the block
     decides (``<=``: the nearest centre is counted even where ``2 T`` is
     below its rounding); a block with any tie or near second centre returns
-    False for the threshold search.
+    None for the threshold search.
     """
     b, k = E.shape
     # The window may be below the dtype's smallest normal (Lloyd: T = tiny);
@@ -127,12 +133,12 @@ def _hard_stats(Xb, wb, E, imin, e_min, window, N, S):
     with np.errstate(under="ignore"):
         bound = e_min + E.dtype.type(window)
     if np.count_nonzero(E <= bound[:, None]) != b:
-        return False
-    N += np.bincount(imin, weights=wb, minlength=k)
+        return None
+    N = np.bincount(imin, weights=wb, minlength=k).astype(np.float64)
     P = sp.csc_array((wb, imin, np.arange(b + 1)), shape=(k, b))
-    Sb = P @ Xb
-    S += Sb.toarray() if sp.issparse(Sb) else Sb
-    return True
+    S = P @ Xb
+    S = S.toarray() if sp.issparse(S) else S
+    return N, S.astype(np.float64, copy=False), None
 
 
 def _accumulate_moments(M, Xb, wb, R):

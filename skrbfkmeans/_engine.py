@@ -238,22 +238,19 @@ def _pass(
     power for one-hot rows).
     """
     dtype = centers.dtype
-    n_samples, n_features = X.shape
     n_clusters = centers.shape[0]
     plan = BlockPlan(X, centers, offset, activation)
-    pc, buf = plan.pc, plan.buf
     T, inv_T = temperature(sigma, dtype)
     sums = _Sums(X.shape, n_clusters, dtype, stats, grad_X, moments, resp_out)
     # Nothing per sample is returned: responsibilities may drop entries below
     # rounding (they only feed sums).
     internal = not (grad_X or resp_out is not None)
-    total_inertia = free_energy = 0.0
     log_prior, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
     fast = route == "auto" and internal and stats and not (objective or moments)
     if fast and statistics_route(activation, prior=prior, inertia=inertia) == (
         "scaled-softmax"
     ):
-        args = (X, sample_weight, offset, x_sq, plan, T, log_prior, sums, inertia)
+        args = (X, sample_weight, x_sq, plan, T, log_prior, inertia)
         result = _scaled_softmax(*args)
         if result is not None:
             return result
@@ -266,18 +263,17 @@ def _pass(
         # Beyond the dtype's range the window holds every centre.
         and window < float(np.finfo(dtype).max)
     )
-    for sl, Xb, E, imin, e_min in plan.distances():
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        """One block's (inertia, free energy, sums); rows ``sl`` of outputs."""
         wb = sample_weight[sl]
         b = wb.shape[0]
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
-        if inertia:
-            total_inertia += float(wb @ d_min)
+        block_inertia = float(wb @ d_min) if inertia else 0.0
         if hard:
-            if _hard_stats(Xb, wb, E, imin, e_min, window, sums.N, sums.S):
-                continue
-            # A block with a tie or a near second centre: at this width the
-            # others likely have some too; the rest of the pass skips the test.
-            hard = False
+            part = _hard_stats(Xb, wb, E, imin, e_min, window)
+            if part is not None:
+                return block_inertia, 0.0, part
         if objective:
             # D = d - d_min >= 0, kept for the objective and its bounds.
             D = np.subtract(E, e_min[:, None], out=buf.D[:b])
@@ -288,8 +284,7 @@ def _pass(
         if objective and activation == "softmax" and internal:
             if not (stats or moments):
                 # The objective alone: no responsibilities needed.
-                free_energy += float(wb @ np.clip(F, d_min, d_mean))
-                continue
+                return block_inertia, float(wb @ np.clip(F, d_min, d_mean)), None
             # The objective's expm1 already holds exp(-D / T) - 1: the
             # responsibilities p_j exp(-D_ij / T) / sum follow without a
             # second exp (entries below half an ulp of the row's largest
@@ -304,27 +299,30 @@ def _pass(
                 e_min = E[np.arange(b), imin]
             U = scores_inplace(E, e_min, inv_T)
             R = responsibilities_inplace(U, imin, activation, buf)
+        block_energy = 0.0
         if objective:
             if activation == "entmax15":
                 F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
             # Rounding only: the exact value lies between these bounds.
-            F = np.clip(F, d_min, d_mean)
-            free_energy += float(wb @ F)
-        sums.add(sl, Xb, wb, R, pc.C)
+            block_energy = float(wb @ np.clip(F, d_min, d_mean))
+        return block_inertia, block_energy, sums.block(sl, Xb, wb, R, plan.pc.C)
+
+    total_inertia = free_energy = 0.0
+    for block_inertia, block_energy, part in plan.map(block):
+        total_inertia += block_inertia
+        free_energy += block_energy
+        sums.add(part)
     return PassResult(sums.N, sums.S, total_inertia, free_energy, sums.G, sums.M)
 
 
-def _scaled_softmax(X, sample_weight, offset, x_sq, plan, T, log_prior, sums, inertia):
+def _scaled_softmax(X, sample_weight, x_sq, plan, T, log_prior, inertia):
     """Run the "scaled-softmax" route; ``None`` where scaled scores overflow."""
     x_sq_max = float(x_sq.max()) if X.shape[0] else 0.0
     sc = ScaledCenters(plan.pc, T, log_prior, x_sq_max)
     if not sc.usable:
         return None
-    total_inertia = _softmax_stats(
-        X, sample_weight, offset, x_sq, sc, T, plan.step, plan.buf, sums.N, sums.S,
-        inertia,
-    )  # fmt: skip
-    return PassResult(sums.N, sums.S, total_inertia, 0.0, None, None)
+    N, S, total_inertia = _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia)
+    return PassResult(N, S, total_inertia, 0.0, None, None)
 
 
 def _prior_terms(prior, n_clusters, T, dtype):
@@ -386,10 +384,12 @@ class _Sums:
         self.M = np.zeros((n_clusters, d, d)) if moments else None
         self.resp_out = resp_out
 
-    def add(self, sl, Xb, wb, R, C):
-        """Add block ``sl``: rows ``Xb``, weights ``wb``, responsibilities ``R``.
+    def block(self, sl, Xb, wb, R, C):
+        """One block's ``(N, S, M)`` (``None`` if not asked for); rows ``sl``.
 
-        ``C`` holds the centred centres; ``Xb`` and ``R`` are scratch.
+        Rows ``Xb`` (weights ``wb``, responsibilities ``R``) of block ``sl``
+        write their rows of the responsibilities and the gradient; ``C``
+        holds the centred centres; ``Xb`` and ``R`` are scratch.
         """
         if self.resp_out is not None:
             self.resp_out[sl] = R
@@ -399,16 +399,30 @@ class _Sums:
             Gb[...] = Xb.toarray() if sp.issparse(Xb) else Xb
             Gb -= R @ C
             Gb *= 2.0 * wb[:, None]
+        M = N = S = None
         if self.M is not None:
-            _accumulate_moments(self.M, Xb, wb, R)
+            M = np.zeros_like(self.M)
+            _accumulate_moments(M, Xb, wb, R)
         if self.N is not None:
-            self.N += wb @ R
+            N = wb @ R
             if sp.issparse(Xb):
                 R *= wb[:, None]
-                self.S += (Xb.T @ R).T
+                S = (Xb.T @ R).T
             else:
                 Xb *= wb[:, None]
-                self.S += R.T @ Xb
+                S = R.T @ Xb
+        return N, S, M
+
+    def add(self, part):
+        """Add one block's ``(N, S, M)`` (in block order)."""
+        if part is None:
+            return
+        N, S, M = part
+        if N is not None:
+            self.N += N
+            self.S += S
+        if M is not None:
+            self.M += M
 
 
 def m_step(N, S, centers, offset):
@@ -428,10 +442,14 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
     if x_sq is None:
         x_sq = squared_norms(X, offset)
     labels = np.empty(X.shape[0], dtype=np.int32)
-    inertia = 0.0
-    for sl, _, _, imin, e_min in BlockPlan(X, centers, offset).distances():
+
+    def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
-        inertia += float(sample_weight[sl] @ np.maximum(x_sq[sl] + e_min, 0.0))
+        return float(sample_weight[sl] @ np.maximum(x_sq[sl] + e_min, 0.0))
+
+    inertia = 0.0
+    for block_inertia in BlockPlan(X, centers, offset).map(block):
+        inertia += block_inertia
     return labels, inertia
 
 
@@ -449,10 +467,13 @@ def labels_margins(X, centers, offset):
     labels = np.empty(n_samples, dtype=np.int32)
     margins = np.full(n_samples, np.inf)
     nearest = np.empty(n_samples, dtype=centers.dtype)
-    for sl, _, E, imin, e_min in BlockPlan(X, centers, offset).distances():
+
+    def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
         nearest[sl] = e_min
         if n_clusters > 1:
             two = np.partition(E, 1, axis=1)[:, :2]
             margins[sl] = two[:, 1] - two[:, 0]
+
+    BlockPlan(X, centers, offset).map(block)
     return labels, margins, nearest

@@ -45,9 +45,12 @@ def _nearest(X, centers, offset):
     n = X.shape[0]
     labels = np.empty(n, dtype=np.intp)
     e_own = np.empty(n, dtype=centers.dtype)
-    for sl, _, _, imin, e_min in BlockPlan(X, centers, offset).distances():
+
+    def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
         e_own[sl] = e_min
+
+    BlockPlan(X, centers, offset).map(block)
     return labels, e_own
 
 
@@ -61,14 +64,18 @@ def _full_pass(rows, centers):
     n, k = X.shape[0], centers.shape[0]
     labels = np.empty(n, dtype=np.intp)
     e_own = np.empty(n, dtype=centers.dtype)
-    S = np.zeros((k, X.shape[1]))
-    for sl, Xb, _, imin, e_min in BlockPlan(X, centers, rows.offset).distances():
+
+    def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
         e_own[sl] = e_min
         b = imin.shape[0]
         P = sp.csr_array((w[sl], imin, np.arange(b + 1)), shape=(b, k))
         Sb = P.T @ Xb
-        S += Sb.toarray() if sp.issparse(Sb) else Sb
+        return Sb.toarray() if sp.issparse(Sb) else Sb
+
+    S = np.zeros((k, X.shape[1]))
+    for Sb in BlockPlan(X, centers, rows.offset).map(block):
+        S += Sb
     return labels, e_own, np.bincount(labels, weights=w, minlength=k), S
 
 

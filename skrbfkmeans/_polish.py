@@ -63,11 +63,14 @@ def _nearest_two(X, centers, offset):
     labels = np.empty(n, dtype=np.intp)
     margins = np.empty(n)
     nearest = np.empty(n, dtype=centers.dtype)
-    for sl, _, E, imin, e_min in BlockPlan(X, centers, offset).distances():
+
+    def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
         nearest[sl] = e_min
         E[np.arange(E.shape[0]), imin] = np.inf
         margins[sl] = E.min(axis=1) - e_min
+
+    BlockPlan(X, centers, offset).map(block)
     return labels, margins, nearest
 
 

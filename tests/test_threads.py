@@ -1,0 +1,110 @@
+"""The engine's threads: results bit for bit the same for every thread count.
+
+The row blocks of a pass run on a pool of threads (``_threads.map_blocks``)
+sized as KMeans sizes its OpenMP threads. The block partition depends on the
+data's shape only and the block sums are added in block order, so 1, 2 or 3
+threads must give identical bytes. The test data are small, so the target
+block size is lowered to give every pass several blocks.
+"""
+
+import threading
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.datasets import make_blobs
+from threadpoolctl import threadpool_limits
+
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, _assign, _threads, kmeans_polish
+
+
+@pytest.fixture(autouse=True)
+def small_blocks(monkeypatch):
+    monkeypatch.setattr(_assign, "_TARGET_BLOCK_BYTES", 1 << 15)
+
+
+@pytest.fixture
+def data():
+    X, _ = make_blobs(3000, centers=6, n_features=3, random_state=0)
+    w = np.random.default_rng(0).uniform(0.5, 2.0, X.shape[0])
+    return X, w
+
+
+def _fits(X, w):
+    """Every fitted array and value a user reads, as bytes."""
+    out = {}
+    for name, est in {
+        "softmax": RBFKMeans(6, random_state=0, max_iter=20),
+        "entmax15": RBFKMeans(6, activation="entmax15", random_state=0, max_iter=20),
+        "annealed": AnnealedRBFKMeans(6),
+    }.items():
+        est.fit(X, sample_weight=w)
+        out[name] = est.cluster_centers_.tobytes()
+        out[name + " inertia"] = np.float64(est.inertia_).tobytes()
+        out[name + " proba"] = est.predict_proba(X[:500]).tobytes()
+        out[name + " transform"] = est.transform(X[:500]).tobytes()
+        out[name + " score"] = np.float64(est.score(X[:500])).tobytes()
+        if name == "annealed":
+            out["sigma path"] = est.sigma_path_.tobytes()
+    init = X[:6].toarray() if sp.issparse(X) else X[:6]
+    centers, labels, inertia, _ = kmeans_polish(X, init, sample_weight=w)
+    out["polish"] = centers.tobytes() + labels.tobytes()
+    return out
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_results_identical_for_every_thread_count(data, sparse):
+    # Check that 1, 2 and 3 threads give the same bytes for both estimators,
+    # kmeans_polish and the prediction methods.
+    X, w = data
+    X = sp.csr_matrix(X) if sparse else X
+    results = {}
+    for n_threads in (1, 2, 3):
+        with threadpool_limits(n_threads):
+            results[n_threads] = _fits(X, w)
+    for key in results[1]:
+        assert results[2][key] == results[1][key], key
+        assert results[3][key] == results[1][key], key
+
+
+def test_blocks_run_on_the_pool(data, monkeypatch):
+    # Check that the threads are really used: with two threads the blocks of
+    # a fit run on the pool's worker threads, with one on the caller's.
+    X, w = data
+    names = set()
+    original = _threads.map_blocks
+
+    def spy(func, items, max_threads=None):
+        def record(item):
+            names.add(threading.current_thread().name)
+            return func(item)
+
+        return original(record, items, max_threads)
+
+    monkeypatch.setattr(_assign, "map_blocks", spy)
+    with threadpool_limits(1):
+        RBFKMeans(6, random_state=0, max_iter=5).fit(X)
+    assert names == {threading.current_thread().name}
+    names.clear()
+    with threadpool_limits(2):
+        RBFKMeans(6, random_state=0, max_iter=5).fit(X)
+    assert names and all(name.startswith("skrbfkmeans") for name in names)
+
+
+def test_thread_count_follows_kmeans_controls(monkeypatch):
+    # Check that the engine counts threads as scikit-learn's KMeans does.
+    from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+
+    with threadpool_limits(1):
+        assert _threads.engine_threads() == 1
+    assert _threads.engine_threads() == _openmp_effective_n_threads()
+
+
+def test_errstate_reaches_the_workers():
+    # Check that NumPy's error state of the caller holds in the worker threads.
+    def check(_):
+        return np.geterr()["over"]
+
+    with threadpool_limits(2), np.errstate(over="raise"):
+        states = _threads.map_blocks(check, range(4))
+    assert states == ["raise"] * 4
