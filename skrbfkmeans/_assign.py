@@ -25,6 +25,10 @@ ACTIVATIONS = ("softmax", "entmax15")
 # block's buffers stay in a shared cache and a fit's peak memory far below
 # working_memory (the threads are capped by it too: BlockPlan.map).
 _TARGET_BLOCK_BYTES = 4 << 20
+# Passes that make many element-wise sweeps over a block's scores (the free
+# energy, the moments, responsibilities for the caller) are bound by the
+# cache: 4 MiB blocks made them 2-3x slower at k = 100 than 1 MiB blocks.
+SWEEP_BLOCK_BYTES = 1 << 20
 
 
 def _row_bytes(n_clusters, n_features, dtype, activation):
@@ -35,7 +39,7 @@ def _row_bytes(n_clusters, n_features, dtype, activation):
     return itemsize * (n_buffers * n_clusters + 2 * n_features + 1)
 
 
-def block_rows(n_samples, n_clusters, n_features, dtype, activation):
+def block_rows(n_samples, n_clusters, n_features, dtype, activation, target=None):
     """Rows per block: about 4 MiB of scores, never above ``working_memory``.
 
     Counts every buffer a block holds (scores, a copy for the objective, the
@@ -44,7 +48,7 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation):
     itemsize = np.dtype(dtype).itemsize
     row_bytes = _row_bytes(n_clusters, n_features, dtype, activation)
     bound = int(get_config()["working_memory"] * 2**20 // row_bytes)
-    target = _TARGET_BLOCK_BYTES // (itemsize * (n_clusters + n_features))
+    target = (target or _TARGET_BLOCK_BYTES) // (itemsize * (n_clusters + n_features))
     step = int(max(1, min(n_samples, bound, max(target, 64))))
     # Blocks of equal size: a short last block costs a whole block's calls.
     n_blocks = -(-n_samples // step)
@@ -157,13 +161,15 @@ class BlockPlan:
     with each row's nearest centre and its ``e``.
     """
 
-    def __init__(self, X, centers, offset, activation="softmax"):
+    def __init__(self, X, centers, offset, activation="softmax", target=None):
         dtype = centers.dtype
         n_samples, n_features = X.shape
         n_clusters = centers.shape[0]
         self.X, self.offset, self.activation = X, offset, activation
         self.pc = PreparedCenters(centers, offset, dtype)
-        self.step = block_rows(n_samples, n_clusters, n_features, dtype, activation)
+        self.step = block_rows(
+            n_samples, n_clusters, n_features, dtype, activation, target
+        )
         self.buf = BlockBuffers(
             self.step, n_clusters, n_features, dtype, activation, sp.issparse(X)
         )

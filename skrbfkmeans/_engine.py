@@ -16,6 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._assign import (
+    SWEEP_BLOCK_BYTES,
     BlockPlan,
     ScaledCenters,
     centred_rows,
@@ -254,6 +255,8 @@ def _pass(
         result = _scaled_softmax(*args)
         if result is not None:
             return result
+    if objective or moments or not internal:
+        plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
     # Entmax-1.5 statistics: blocks whose rows are all one-hot skip the
     # threshold search (_hard_stats).
     window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T
