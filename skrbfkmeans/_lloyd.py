@@ -24,7 +24,7 @@ with fewer distinct groups than clusters) are left to it.
 import numpy as np
 import scipy.sparse as sp
 
-from ._assign import BlockPlan
+from ._assign import BlockPlan, PreparedCenters, pooled_empty
 from ._engine import m_step
 from ._rows import em_fixed_sigma
 
@@ -54,6 +54,32 @@ def _nearest(X, centers, offset):
     return labels, e_own
 
 
+def _small_full_pass(rows, centers):
+    """``_full_pass`` for small dense data, with few NumPy calls.
+
+    The polish runs hundreds of Lloyd iterations on data of a few thousand
+    rows, where a pass costs its fixed steps. The centred rows are kept on
+    ``rows`` (small by the caller's test); the distances are the engine's
+    partial distances of one block, the sums a dense one-hot product.
+    """
+    Xc = getattr(rows, "_centred", None)
+    if Xc is None:
+        Xc = rows._centred = np.asarray(rows.X - rows.offset, dtype=rows.X.dtype)
+    pc = PreparedCenters(centers, rows.offset, centers.dtype)
+    n, k = Xc.shape[0], centers.shape[0]
+    # Reused buffers: fresh arrays of this size cost page faults every call.
+    E = np.matmul(Xc, pc.minus_2t, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
+    E += pc.sq
+    labels = np.argmin(E, axis=1)
+    rows_n = np.arange(n)
+    e_own = E[rows_n, labels]
+    w = rows.w.astype(np.float64)
+    onehot = pooled_empty("lloyd_onehot", (k, n), np.float64)
+    onehot.fill(0.0)
+    onehot[labels, rows_n] = w
+    return labels, e_own, onehot.sum(axis=1), onehot @ Xc
+
+
 def _full_pass(rows, centers):
     """Labels, partial distances and the exact sums ``N``, ``S`` in one pass.
 
@@ -62,6 +88,8 @@ def _full_pass(rows, centers):
     """
     X, w = rows.X, rows.w.astype(np.float64)
     n, k = X.shape[0], centers.shape[0]
+    if not sp.issparse(X) and n * k < SMALL_PASS and n * X.shape[1] < SMALL_PASS:
+        return _small_full_pass(rows, centers)
     labels = np.empty(n, dtype=np.intp)
     e_own = np.empty(n, dtype=centers.dtype)
 
