@@ -202,9 +202,10 @@ class BlockPlan:
         a caller that adds them in that order gets the same sums for every
         number of threads. ``func`` may write rows ``sl`` of shared arrays.
         """
+        owner = threading.get_ident()
 
         def run(sl):
-            buf = self.buffers()
+            buf = self.buf if threading.get_ident() == owner else self.buffers()
             if not distances:
                 return func(sl, buf)
             Xb = centred_block(self.X, sl, self.offset, buf)
