@@ -2,10 +2,13 @@
 
 One ``AnnealedRBFKMeans`` run (with and without the split/merge polish)
 against ``KMeans(n_init=1)``, ``KMeans(n_init=1)`` followed by
-``kmeans_polish``, and ``KMeans(n_init=10)`` (k-means++, Lloyd) on six data
-sets: a 10 x 10 grid of small Gaussians (k=100), 50 blobs in 8-D, 25
-overlapping blobs in 2-D, the digits with k=10 and k=30, and four clusters of
-very unequal sizes (2000/150/60/40, k=4). One BLAS/OpenMP thread. The table
+``kmeans_polish``, and ``KMeans(n_init=10)`` (k-means++, Lloyd) on eleven
+data sets: a 10 x 10 grid of small Gaussians (k=100), 50 blobs in 8-D, 25
+overlapping blobs in 2-D, the digits with k=10 and k=30, four clusters of
+very unequal sizes (2000/150/60/40, k=4), six sheared blobs, ten 16-D blobs
+of spreads 0.5 to 3, uniform data in the square (k=16), eight overlapping
+5-D blobs and the standardised wine data (k=3). One BLAS/OpenMP thread. The
+table
 gives the inertia relative to ``KMeans(n_init=10)`` (negative: annealing is better), the
 adjusted Rand index against the generating labels where they exist, the wall
 time (median of ``--repeat`` runs) and the time ratio to ``KMeans(n_init=10)``.
