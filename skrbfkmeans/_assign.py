@@ -29,7 +29,6 @@ _TARGET_BLOCK_BYTES = 4 << 20
 # energy, the moments, responsibilities for the caller) are bound by the
 # cache: 4 MiB blocks made them 2-3x slower at k = 100 than 1 MiB blocks.
 SWEEP_BLOCK_BYTES = 1 << 20
-_MAX_BLOCK_ROWS = 1 << 14
 
 
 def _row_bytes(n_clusters, n_features, dtype, activation):
@@ -50,8 +49,6 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation, target=None
     row_bytes = _row_bytes(n_clusters, n_features, dtype, activation)
     bound = int(get_config()["working_memory"] * 2**20 // row_bytes)
     target = (target or _TARGET_BLOCK_BYTES) // (itemsize * (n_clusters + n_features))
-    # Few centres: rows per block beyond this gain nothing and leave the cache.
-    target = min(target, _MAX_BLOCK_ROWS)
     step = int(max(1, min(n_samples, bound, max(target, 64))))
     # Blocks of equal size: a short last block costs a whole block's calls.
     n_blocks = -(-n_samples // step)
