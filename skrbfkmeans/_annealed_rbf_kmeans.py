@@ -88,6 +88,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         Seeds a random ``init``; unused with ``init="anneal"``.
     copy_x : bool, default=True
         Kept for compatibility with KMeans; ``X`` is never modified.
+    algorithm : {"lloyd", "elkan"}, default="lloyd"
+        Accepted for compatibility with KMeans, with its validation: the
+        two algorithms of KMeans give the same result and differ in speed
+        only, and the fit does not depend on this choice.
     polish : bool, default=True
         With ``sigma_end="auto"``, improve the hard solution by the
         deterministic split/merge moves of :func:`kmeans_polish` before it is
@@ -226,6 +230,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         verbose=0,
         random_state=None,
         copy_x=True,
+        algorithm="lloyd",
         polish=True,
     ):
         self.n_clusters = n_clusters
@@ -240,6 +245,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.verbose = verbose
         self.random_state = random_state
         self.copy_x = copy_x
+        self.algorithm = algorithm
         self.polish = polish
 
     def _final_activation(self):
@@ -275,11 +281,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
         init = self._check_init_array(X) if self._init_is_array else self.init
-        if anneal_init or self._init_is_array:
+        if self._init_is_array:
+            n_init = self._resolve_n_init()  # KMeans's warning for n_init > 1
+        elif anneal_init:
             if self.n_init not in (1, "auto"):
                 warnings.warn(
-                    f"init={'anneal' if anneal_init else 'array'} is deterministic: "
-                    f"performing one run instead of n_init={self.n_init}.",
+                    "init='anneal' is deterministic: performing one run "
+                    f"instead of n_init={self.n_init}.",
                     RuntimeWarning,
                     stacklevel=2,
                 )

@@ -101,6 +101,7 @@ class _BaseRBFKMeans(
         "verbose": ["verbose"],
         "random_state": ["random_state"],
         "copy_x": ["boolean"],
+        "algorithm": [StrOptions({"lloyd", "elkan"})],
     }
 
     # -- validation -------------------------------------------------------
@@ -150,11 +151,16 @@ class _BaseRBFKMeans(
 
     def _check_init_array(self, X):
         init = check_array(self.init, dtype=X.dtype, copy=True, order="C")
-        if init.shape != (self.n_clusters, X.shape[1]):
+        # KMeans's messages, word for word.
+        if init.shape[0] != self.n_clusters:
             raise ValueError(
-                f"The shape of the initial centers {init.shape} does not match "
-                f"the number of clusters {self.n_clusters} and the number of "
-                f"features of the data {X.shape[1]}."
+                f"The shape of the initial centers {init.shape} does not "
+                f"match the number of clusters {self.n_clusters}."
+            )
+        if init.shape[1] != X.shape[1]:
+            raise ValueError(
+                f"The shape of the initial centers {init.shape} does not "
+                f"match the number of features of the data {X.shape[1]}."
             )
         return init
 

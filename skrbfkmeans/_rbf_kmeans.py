@@ -64,6 +64,10 @@ class RBFKMeans(_BaseRBFKMeans):
     copy_x : bool, default=True
         Kept for compatibility with KMeans. ``X`` is never modified nor
         copied whole: dense rows are centred block by block.
+    algorithm : {"lloyd", "elkan"}, default="lloyd"
+        Accepted for compatibility with KMeans, with its validation: the
+        two algorithms of KMeans give the same result and differ in speed
+        only, and the fit does not depend on this choice.
 
     Attributes
     ----------
@@ -166,6 +170,7 @@ class RBFKMeans(_BaseRBFKMeans):
         verbose=0,
         random_state=None,
         copy_x=True,
+        algorithm="lloyd",
     ):
         self.n_clusters = n_clusters
         self.sigma = sigma
@@ -177,6 +182,7 @@ class RBFKMeans(_BaseRBFKMeans):
         self.verbose = verbose
         self.random_state = random_state
         self.copy_x = copy_x
+        self.algorithm = algorithm
 
     def _final_activation(self):
         return self.activation
