@@ -40,7 +40,7 @@ print(
     f"splits at widths {np.array2string(est.critical_sigmas_, precision=3)}"
 )
 print(
-    f"{len(est.sigma_path_)} stages, {est.n_iter_} EM iterations; final width "
+    f"{len(est.sigma_path_)} stages, {est.n_iter_total_} EM iterations; final width "
     f"{est.sigma_:.3g}, certified exact K-Means fixed point: {est.certified_}"
 )
 

@@ -56,6 +56,7 @@ class AnnealResult(NamedTuple):
     centers: np.ndarray
     sigma: float
     n_iter: int
+    n_iter_final: int
     converged: bool
     certified: bool
     activation: str
@@ -177,11 +178,16 @@ class _Path:
         self.act.append(activation)
 
     def result(self, centers, sigma, n_iter, converged, certified, activation, moves):
-        """Return the ``AnnealResult`` of the run, path arrays included."""
+        """Return the ``AnnealResult`` of the run, path arrays included.
+
+        ``n_iter`` is ``(total, final)``: every EM and Lloyd iteration of the
+        run, and those of the run that produced ``centers``.
+        """
         return AnnealResult(
             centers=centers,
             sigma=float(sigma),
-            n_iter=n_iter,
+            n_iter=n_iter[0],
+            n_iter_final=n_iter[1],
             converged=bool(converged),
             certified=bool(certified),
             activation=activation,
@@ -422,6 +428,7 @@ def anneal(
         sigma = path.sigma[-1]
         cert_sigma, certified = certify(rows, centers, sigma)
         certified &= cert_sigma >= sigma
+        n_iter = (n_iter, it)  # the last stage is EM at sigma_end
         return path.result(centers, sigma, n_iter, converged, certified, sched.act, 0)
     return _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose)
 
@@ -429,14 +436,15 @@ def anneal(
 def _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose):
     """Lloyd to label stability, the polish, the certificate; the result."""
     centers, it, conv = lloyd(rows, sched.groups.expanded(), max_iter)
-    n_moves = 0
+    n_moves, it_final = 0, it
     if polish:
         # Split/merge moves from the hard solution; each ends on a Lloyd
         # fixed point, and the certificate below is computed afresh.
-        centers, _, n_moves, it_polish = polish_search(
+        centers, _, n_moves, it_polish, it_move = polish_search(
             rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
         )
         it += it_polish
+        it_final = it_move if n_moves else it_final
     sigma_cap = path.sigma[-1] / np.sqrt(2.0)
     sigma, certified = certify(rows, centers, sigma_cap)
     res = free_energy(rows.X, rows.w, centers, sigma, sched.act, rows.offset, rows.x_sq)
@@ -449,6 +457,7 @@ def _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose
             f"{n_moves} polish moves, inertia {res.inertia:.6g}, "
             f"certified {certified}."
         )
+    n_iter = (n_iter + it, it_final)
     return path.result(
-        centers, sigma, n_iter + it, converged and conv, certified, sched.act, n_moves
+        centers, sigma, n_iter, converged and conv, certified, sched.act, n_moves
     )

@@ -113,7 +113,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     sigma_ : float
         The final width.
     n_iter_ : int
-        Total number of EM (and Lloyd) iterations.
+        As for KMeans, the Lloyd iterations of the final K-Means run, at most
+        ``max_iter``: the run from the annealed centres, or, when the polish
+        kept a move, the run after the last kept move. With a numeric
+        ``sigma_end``, the EM iterations at ``sigma_end``.
+    n_iter_total_ : int
+        Every EM and Lloyd iteration of the fit: all stages, the final run
+        and every trial of the polish (what the fit cost).
     converged_ : bool
         Whether the final phase converged within ``max_iter``: Lloyd reached
         stable labels (``sigma_end="auto"``) or the EM at ``sigma_end`` met
@@ -356,7 +362,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self._activation = result.activation
         self.sigma_ = result.sigma * scale
         self.objective_ = objective * scale * scale
-        self.n_iter_ = result.n_iter
+        self.n_iter_ = result.n_iter_final
+        self.n_iter_total_ = result.n_iter
         self.converged_ = result.converged
         self.certified_ = result.certified
         self.sigma_path_ = result.sigma_path * scale

@@ -71,7 +71,8 @@ def fit_annealed(est, X, sample_weight):
     result = AnnealResult(
         centers=centers,
         sigma=float(sigma),
-        n_iter=sub.n_iter_ + n_iter,
+        n_iter=sub.n_iter_total_ + n_iter,
+        n_iter_final=n_iter,
         converged=bool(sub.converged_ and converged),
         certified=bool(certified),
         activation=act,

@@ -121,7 +121,11 @@ def _candidates(X, w, centers, offset, x_sq):
 
 
 def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
-    """Run the split/merge search; returns centres, inertia, moves, iterations.
+    """Run the split/merge search: centres, inertia, moves and iterations.
+
+    Returns the centres, their inertia, the number of moves kept, every
+    Lloyd iteration of the search, and those of the run that produced the
+    centres (the first, or the last kept move's).
 
     Every Lloyd run is incremental (``_lloyd.IncrementalLloyd``): a trial
     move starts from the current labels, and an iteration recomputes only
@@ -131,6 +135,7 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     rows = MemoryRows(X, w, offset, x_sq)
     state = IncrementalLloyd(rows, centers)
     n_iter, _ = state.run(max_iter)
+    n_iter_last = n_iter
     inertia = state.inertia()
     n_moves = 0
     k = centers.shape[0]
@@ -143,13 +148,13 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
             n_iter += it
             trial_inertia = trial.inertia()
             if trial_inertia < inertia:
-                state, inertia = trial, trial_inertia
+                state, inertia, n_iter_last = trial, trial_inertia, it
                 n_moves += 1
                 break
         else:
             break  # a whole pass kept nothing
     _, inertia = labels_inertia(X, w, state.centers, offset, x_sq)
-    return state.centers, inertia, n_moves, n_iter
+    return state.centers, inertia, n_moves, n_iter, n_iter_last
 
 
 @validate_params(
@@ -239,7 +244,7 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     # leave the dtype's range); lengths and the inertia are mapped back.
     X, offset, centers, units = working_units(X, sample_weight, centers)
     x_sq = squared_norms(X, offset)
-    centers, inertia, n_moves, _ = polish(
+    centers, inertia, n_moves, _, _ = polish(
         X, sample_weight, centers, offset, x_sq, max_moves=max_moves
     )
     labels, _ = labels_inertia(X, sample_weight, centers, offset, x_sq)

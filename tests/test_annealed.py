@@ -206,7 +206,8 @@ def test_path_attributes_consistent(activation, sigma_end, global_random_seed):
     assert ((crit >= sigmas.min()) & (crit <= sigmas.max())).all()
     if _n_distinct(km.cluster_centers_) == 5:
         assert crit.shape[0] >= 4
-    assert km.n_iter_ >= n_stages
+    assert km.n_iter_total_ >= n_stages
+    assert 1 <= km.n_iter_ <= min(km.max_iter, km.n_iter_total_)
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
@@ -267,6 +268,7 @@ def test_deterministic_without_random_draw(activation, global_random_seed):
         for name, value in _fitted_arrays(ref).items():
             assert_array_equal(getattr(km, name), value, err_msg=name)
         assert km.sigma_ == ref.sigma_ and km.n_iter_ == ref.n_iter_
+        assert km.n_iter_total_ == ref.n_iter_total_
         assert km.objective_ == ref.objective_ and km.inertia_ == ref.inertia_
     after = rs.get_state()
     assert state[0] == after[0] and state[2:] == after[2:]
@@ -660,3 +662,24 @@ def test_dropped_group_copies_join_the_nearest_group():
     assert_array_equal(groups.centers, [[0.0], [20.0], [1000.0]])
     # Copy 1 (of the group at 990) now belongs to the group at 1000.
     assert_array_equal(groups.expanded().ravel(), [0.0, 1000.0, 20.0, 1000.0])
+
+
+def test_n_iter_counts_the_final_lloyd_run():
+    # Check n_iter_'s KMeans meaning: the Lloyd iterations from the annealed
+    # centres (the path's last stage) to the final ones, at most max_iter;
+    # n_iter_total_ counts every stage too.
+    from skrbfkmeans._engine import data_offset
+    from skrbfkmeans._rows import MemoryRows
+    from skrbfkmeans._rows import lloyd as plain_lloyd
+
+    X, _ = make_blobs(300, centers=5, cluster_std=1.5, random_state=0)
+    km = AnnealedRBFKMeans(5, polish=False).fit(X)
+    w = np.ones(X.shape[0])
+    rows = MemoryRows(X, w, data_offset(X, w))
+    centers, n_iter, converged = plain_lloyd(rows, km.centers_path_[-2], km.max_iter)
+    assert_allclose(km.cluster_centers_, centers, rtol=1e-12)
+    # The final run sums the clusters in another order than the stages did:
+    # the first M-step may move a centre by an ulp, which costs the run one
+    # more (confirming) iteration than plain Lloyd needs.
+    assert n_iter <= km.n_iter_ <= min(n_iter + 1, km.max_iter)
+    assert km.n_iter_total_ > km.n_iter_ + len(km.sigma_path_) - 2

@@ -233,7 +233,7 @@ def test_polish_accepts_the_moves_of_the_plain_search(seed):
     x_sq = ((X - offset) ** 2).sum(1)
     init = X[rng.choice(X.shape[0], k, replace=False)]
     ref = _reference_polish(X, w, init, offset, x_sq)
-    centers, inertia, n_moves, _ = polish(X, w, init, offset, x_sq)
+    centers, inertia, n_moves, _, _ = polish(X, w, init, offset, x_sq)
     assert n_moves == ref[2]
     np.testing.assert_allclose(centers, ref[0], rtol=1e-10, atol=1e-10)
     assert inertia == pytest.approx(ref[1], rel=1e-12)
