@@ -231,3 +231,70 @@ def lloyd(rows, centers, max_iter):
     state = IncrementalLloyd(rows, centers)
     n_iter, converged = state.run(max_iter)
     return state.centers, n_iter, converged
+
+
+def _relocate_empty(rows, labels, d_own, N, S):
+    """Give each empty cluster the sample farthest from its centre, as KMeans.
+
+    The farthest samples (by distance to their own centre, in decreasing
+    order) each move with their weight from their cluster's sums to an
+    empty cluster's; labels are left as they are (KMeans's rule).
+    """
+    empty = np.flatnonzero(N == 0)
+    if empty.size == 0:
+        return
+    far = np.argpartition(d_own, -empty.size)[: -empty.size - 1 : -1]
+    X, w = rows.X, rows.w.astype(np.float64)
+    for j, i in zip(empty, far):
+        x = rows.X[i]
+        x = (x.toarray().ravel() if sp.issparse(X) else x) - rows.offset
+        old = labels[i]
+        S[old] -= w[i] * x
+        N[old] -= w[i]
+        S[j] = w[i] * x
+        N[j] = w[i]
+
+
+def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
+    """Lloyd's algorithm exactly as scikit-learn's KMeans runs it.
+
+    The zero-width limit of ``RBFKMeans``: each iteration assigns every
+    sample to its nearest centre (lowest index on ties), relocates empty
+    clusters to the samples farthest from their centres, and moves every
+    centre to its cluster's weighted mean. It stops at *strict convergence*
+    (the labels did not change) or when the summed squared centre shift is
+    at most ``tol`` (already scaled as KMeans scales it); without strict
+    convergence the labels are recomputed for the final centres. Prints
+    KMeans's lines with ``verbose``.
+
+    Returns ``(centers, labels, n_iter, strict)``.
+    """
+    n = rows.X.shape[0]
+    labels_old = np.full(n, -1, dtype=np.intp)
+    strict = False
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        labels, e_own, N, S = _full_pass(rows, centers)
+        d_own = np.maximum(rows.x_sq + e_own, 0.0)
+        if verbose:
+            print(f"Iteration {n_iter - 1}, inertia {float(rows.w @ d_own)}.")
+        _relocate_empty(rows, labels, d_own, N, S)
+        new = m_step(N, S, centers, rows.offset)
+        shift = float(((new - centers) ** 2).sum())
+        centers = new
+        if np.array_equal(labels, labels_old):
+            strict = True
+            if verbose:
+                print(f"Converged at iteration {n_iter - 1}: strict convergence.")
+            break
+        if shift <= tol:
+            if verbose:
+                print(
+                    f"Converged at iteration {n_iter - 1}: center shift {shift} "
+                    f"within tolerance {tol}."
+                )
+            break
+        labels_old = labels
+    if not strict:
+        labels = _nearest(rows.X, centers, rows.offset)[0]
+    return centers, labels, n_iter, strict

@@ -3,11 +3,13 @@
 from numbers import Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import (
     _fit_context,
 )
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.sparsefuncs import mean_variance_axis
 from sklearn.utils.validation import (
     _is_arraylike_not_scalar,
 )
@@ -15,10 +17,20 @@ from sklearn.utils.validation import (
 from . import _dask, _dask_fit
 from ._assign import ACTIVATIONS
 from ._base import _auto_sigma, _BaseRBFKMeans, _tolerance
+from ._lloyd import kmeans_lloyd
 from ._rows import MemoryRows, em_fixed_sigma
 from ._stream import online_em_step
 from ._threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight
+
+
+def _kmeans_tolerance(X, tol):
+    """KMeans's tolerance: ``tol`` times the mean (unweighted) feature variance."""
+    if tol == 0:
+        return 0.0
+    if sp.issparse(X):
+        return float(np.mean(mean_variance_axis(X, axis=0)[1])) * tol
+    return float(np.mean(np.var(X, axis=0))) * tol
 
 
 class RBFKMeans(_BaseRBFKMeans):
@@ -41,7 +53,13 @@ class RBFKMeans(_BaseRBFKMeans):
         initial centre and its nearest other initial centre (of the first
         initialisation): clusters as far apart as the initial centres stay
         apart, and a sample at a centre has an entmax margin of at least
-        ``4 sigma^2``. The resolved value is ``sigma_``.
+        ``4 sigma^2``. The resolved value is ``sigma_``. ``0`` is the
+        zero-width limit, K-Means itself: the fit is Lloyd's algorithm as
+        :class:`~sklearn.cluster.KMeans` runs it (``algorithm="lloyd"``:
+        the same iterations, ``tol`` scaled by the mean feature variance,
+        strict convergence when no label changes, empty clusters relocated to
+        the farthest samples, the same ``n_iter_`` and verbose lines), and
+        ``predict_proba`` is one-hot.
     activation : {"softmax", "entmax15"}, default="softmax"
         The map from scores to responsibilities. ``"entmax15"`` gives sparse
         responsibilities with exact zeros, exactly one-hot for samples whose
@@ -153,7 +171,7 @@ class RBFKMeans(_BaseRBFKMeans):
 
     _parameter_constraints: dict = {
         **_BaseRBFKMeans._parameter_constraints,
-        "sigma": [Interval(Real, 0, None, closed="neither"), StrOptions({"auto"})],
+        "sigma": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "activation": [StrOptions(set(ACTIVATIONS))],
     }
 
@@ -218,8 +236,18 @@ class RBFKMeans(_BaseRBFKMeans):
             rows, init, tol, random_state = self._prepare_memory(X, sample_weight)
             Xs, ws = rows.X, rows.w
         n_init = self._resolve_n_init()
+        # sigma=0 is K-Means: Lloyd's algorithm with KMeans's stopping rules.
+        lloyd_exact = self.sigma == 0 and isinstance(rows, MemoryRows)
+        tol_lloyd = _kmeans_tolerance(rows.X, self.tol) if lloyd_exact else None
 
         def run(centers, sigma):
+            if lloyd_exact:
+                centers, _, n_iter, _ = kmeans_lloyd(
+                    rows, centers, self.max_iter, tol_lloyd, self.verbose
+                )
+                final = rows.final(centers, 0.0, self.activation)
+                # KMeans warns of no convergence: it stops at max_iter.
+                return final[2], centers, n_iter, True, final
             centers, n_iter, converged = em_fixed_sigma(
                 rows,
                 centers,
