@@ -23,6 +23,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import (
     _check_sample_weight,
     check_is_fitted,
@@ -47,6 +48,27 @@ def _weighted_mean_variance(X, sample_weight):
     """Mean over features of the weighted variance of ``X``."""
     _, var = column_mean_variance(X, sample_weight)
     return max(float(np.mean(var)), 0.0)
+
+
+def _exact_near_zero(X, centers, distances):
+    """Recompute by explicit differences the distances below their rounding.
+
+    ``euclidean_distances`` takes ``||x||^2 - 2 x . c + ||c||^2``, whose
+    rounding (a few ulps of the squared norms) leaves about ``1e-8`` between
+    a sample and a centre at the same place; those few entries are redone
+    exactly, so a sample on a centre is at distance 0.
+    """
+    dtype = distances.dtype
+    x_sq = row_norms(X, squared=True).astype(np.float64)
+    c_sq = np.einsum("ij,ij->i", centers, centers).astype(np.float64)
+    bound = 16 * np.finfo(dtype).eps * (x_sq[:, None] + c_sq[None, :])
+    rows, cols = np.nonzero(distances.astype(np.float64) ** 2 <= bound)
+    if rows.size:
+        Xr = X[rows]
+        Xr = Xr.toarray() if sp.issparse(Xr) else Xr
+        diff = Xr.astype(np.float64) - centers[cols].astype(np.float64)
+        distances[rows, cols] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return distances
 
 
 def _tolerance(X, sample_weight, tol):
@@ -151,6 +173,10 @@ class _BaseRBFKMeans(
 
     def _check_init_array(self, X):
         init = check_array(self.init, dtype=X.dtype, copy=True, order="C")
+        self._check_center_shape(init, X)
+        return init
+
+    def _check_center_shape(self, init, X):
         # KMeans's messages, word for word.
         if init.shape[0] != self.n_clusters:
             raise ValueError(
@@ -162,7 +188,6 @@ class _BaseRBFKMeans(
                 f"The shape of the initial centers {init.shape} does not "
                 f"match the number of features of the data {X.shape[1]}."
             )
-        return init
 
     def _init_centroids(self, X, init, random_state, sample_weight):
         n_clusters = self.n_clusters
@@ -194,11 +219,7 @@ class _BaseRBFKMeans(
         else:
             centers = init(X, n_clusters, random_state=random_state)
             centers = check_array(centers, dtype=X.dtype, copy=True, order="C")
-            if centers.shape != (n_clusters, X.shape[1]):
-                raise ValueError(
-                    f"The init callable returned centers of shape {centers.shape}; "
-                    f"expected {(n_clusters, X.shape[1])}."
-                )
+            self._check_center_shape(centers, X)
         if sp.issparse(centers):
             centers = centers.toarray()
         return np.ascontiguousarray(centers, dtype=X.dtype)
@@ -398,7 +419,7 @@ class _BaseRBFKMeans(
         if np.any(offset):
             # Centred, as in fit: far from the origin the distances cancel.
             X, centers = centred_rows(X, offset), centers - offset
-        distances = euclidean_distances(X, centers)
+        distances = _exact_near_zero(X, centers, euclidean_distances(X, centers))
         return distances * distances.dtype.type(scale) if scale != 1.0 else distances
 
     @one_blas_thread

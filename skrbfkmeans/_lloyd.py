@@ -233,17 +233,34 @@ def lloyd(rows, centers, max_iter):
     return state.centers, n_iter, converged
 
 
-def _relocate_empty(rows, labels, d_own, N, S):
+def _relocate_empty(rows, labels, centers, N, S):
     """Give each empty cluster the sample farthest from its centre, as KMeans.
 
     The farthest samples (by distance to their own centre, in decreasing
-    order) each move with their weight from their cluster's sums to an
-    empty cluster's; labels are left as they are (KMeans's rule).
+    order; explicit differences, as KMeans, so that duplicated points tie
+    exactly) each move with their weight from their cluster's sums to an
+    empty cluster's; labels are left as they are (KMeans's rule). Where every
+    sample sits on its centre (more clusters than distinct samples) nothing
+    moves.
     """
     empty = np.flatnonzero(N == 0)
     if empty.size == 0:
         return
+    X = rows.X
+    if sp.issparse(X):
+        diff = np.asarray(X - centers[labels])
+    else:
+        # In coordinates centred on the unweighted mean, as KMeans works:
+        # duplicated points leave many distances equal but for that rounding,
+        # which decides which sample is farthest.
+        mean = X.mean(axis=0)
+        diff = (X - mean) - (centers[labels] - mean)
+    d_own = np.einsum("ij,ij->i", diff, diff)
+    if d_own.max() == 0:
+        return  # more clusters than distinct samples: nothing to move
     far = np.argpartition(d_own, -empty.size)[: -empty.size - 1 : -1]
+    # A sample already at its centre is no better there (duplicated points):
+    # KMeans leaves such clusters empty.
     X, w = rows.X, rows.w.astype(np.float64)
     for j, i in zip(empty, far):
         x = rows.X[i]
@@ -261,7 +278,8 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
     The zero-width limit of ``RBFKMeans``: each iteration assigns every
     sample to its nearest centre (lowest index on ties), relocates empty
     clusters to the samples farthest from their centres, and moves every
-    centre to its cluster's weighted mean. It stops at *strict convergence*
+    centre to its cluster's weighted mean (a cluster still empty to the
+    heaviest cluster's). It stops at *strict convergence*
     (the labels did not change) or when the summed squared centre shift is
     at most ``tol`` (already scaled as KMeans scales it); without strict
     convergence the labels are recomputed for the final centres. Prints
@@ -278,8 +296,10 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
         d_own = np.maximum(rows.x_sq + e_own, 0.0)
         if verbose:
             print(f"Iteration {n_iter - 1}, inertia {float(rows.w @ d_own)}.")
-        _relocate_empty(rows, labels, d_own, N, S)
+        _relocate_empty(rows, labels, centers, N, S)
         new = m_step(N, S, centers, rows.offset)
+        # A cluster still empty joins the heaviest one, as in KMeans.
+        new[N <= 0] = new[np.argmax(N)]
         shift = float(((new - centers) ** 2).sum())
         centers = new
         if np.array_equal(labels, labels_old):

@@ -187,7 +187,7 @@ def _bad_fit_inputs():
             X,
             None,
             {"init": lambda X, k, random_state: np.zeros((k + 1, X.shape[1]))},
-            "init callable returned centers of shape",
+            "does not match the number of clusters",
             id="init-callable",
         ),
     ]

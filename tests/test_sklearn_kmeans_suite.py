@@ -1,0 +1,163 @@
+"""scikit-learn's own KMeans tests, run against our estimators.
+
+The installed scikit-learn's ``sklearn/cluster/tests/test_k_means.py`` is
+loaded twice with ``sklearn.cluster.KMeans`` replaced by a thin subclass of
+each of our estimators that takes KMeans's signature: ``RBFKMeans`` at zero
+width (K-Means itself) and ``AnnealedRBFKMeans``. Its KMeans tests are
+collected here under ``test_sigma0__*`` and ``test_annealed__*``; tests of
+MiniBatchKMeans, of KMeans's private helpers and of Elkan-only behaviour are
+left out (``_EXCLUDED``), and parametrisations over ``MiniBatchKMeans`` are
+skipped. The module skips itself where the file is absent (scikit-learn
+installed without its tests).
+"""
+
+import importlib.util
+import os
+
+import numpy as np
+import pytest
+import sklearn
+import sklearn.cluster
+
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
+
+_PATH = os.path.join(
+    os.path.dirname(sklearn.__file__), "cluster", "tests", "test_k_means.py"
+)
+
+# Tests of MiniBatchKMeans, of KMeans's private helpers and of Elkan only.
+_EXCLUDED = {
+    "test_relocate_empty_clusters",  # _relocate_empty_clusters_* helpers
+    "test_euclidean_distance",  # private distance helpers
+    "test_inertia",  # private _inertia_* helpers
+    "test_is_same_clustering",  # private helper
+    "test_k_means_function",  # the k_means function, KMeans's own module
+    "test_kmeans_plusplus_wrong_params",  # kmeans_plusplus, a function
+    "test_kmeans_plusplus_output",
+    "test_kmeans_plusplus_norms",
+    "test_kmeans_plusplus_dataorder",
+    "test_warning_elkan_1_cluster",  # Elkan-only warning
+    "test_kmeans_elkan_iter_attribute",  # Elkan's n_iter_ bookkeeping
+    "test_kmeans_init_auto_with_initial_centroids",  # private _n_init
+    "test_n_init_auto",  # private _n_init
+    "test_sample_weight_init",  # private _init_centroids
+    "test_sample_weight_zero",  # private _init_centroids
+}
+
+# AnnealedRBFKMeans: tests that fail in every parametrisation (strict
+# xfails: one that starts to pass is reported), with the reason.
+_TRAJECTORY = (
+    "asserts the result of Lloyd's iterations from the given init (n_iter_ "
+    "counted from there); the annealed fit's final Lloyd run starts from the "
+    "annealed centres"
+)
+_ANNEALED_XFAIL = {
+    "test_kmeans_results": _TRAJECTORY,
+    "test_kmeans_relocated_clusters": _TRAJECTORY,
+    "test_k_means_1_iteration": _TRAJECTORY,
+    "test_kmeans_empty_cluster_relocated": (
+        "not the trajectory: annealing from an init array with a centre that "
+        "attracts no sample merges it away instead of relocating it (open)"
+    ),
+    "test_kmeans_verbose": (
+        "not the trajectory: verbose prints the annealing's stage lines, "
+        "not KMeans's (open)"
+    ),
+}
+
+
+class _ZeroWidthKMeans(RBFKMeans):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        init="k-means++",
+        n_init="auto",
+        max_iter=300,
+        tol=1e-4,
+        verbose=0,
+        random_state=None,
+        copy_x=True,
+        algorithm="lloyd",
+    ):
+        super().__init__(
+            n_clusters, sigma=0, init=init, n_init=n_init, max_iter=max_iter,
+            tol=tol, verbose=verbose, random_state=random_state, copy_x=copy_x,
+            algorithm=algorithm,
+        )  # fmt: skip
+
+
+class _AnnealedKMeans(AnnealedRBFKMeans):
+    def __init__(
+        self,
+        n_clusters=8,
+        *,
+        init="k-means++",
+        n_init="auto",
+        max_iter=300,
+        tol=1e-4,
+        verbose=0,
+        random_state=None,
+        copy_x=True,
+        algorithm="lloyd",
+    ):
+        super().__init__(
+            n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+            verbose=verbose, random_state=random_state, copy_x=copy_x,
+            algorithm=algorithm,
+        )  # fmt: skip
+
+
+# Messages name the class: both stand-ins are called KMeans.
+_ZeroWidthKMeans.__name__ = _AnnealedKMeans.__name__ = "KMeans"
+
+
+def _load(stand_in, name):
+    """scikit-learn's test module with ``KMeans`` replaced by ``stand_in``."""
+    spec = importlib.util.spec_from_file_location(name, _PATH)
+    module = importlib.util.module_from_spec(spec)
+    original = sklearn.cluster.KMeans
+    sklearn.cluster.KMeans = stand_in
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sklearn.cluster.KMeans = original
+    return module
+
+
+if not os.path.exists(_PATH):
+    pytest.skip(
+        "scikit-learn's KMeans tests are not installed", allow_module_level=True
+    )
+
+for _prefix, _stand_in in (("sigma0", _ZeroWidthKMeans), ("annealed", _AnnealedKMeans)):
+    _module = _load(_stand_in, f"_sklearn_kmeans_tests_{_prefix}")
+    for _name, _test in vars(_module).items():
+        if (
+            _name.startswith("test_")
+            and callable(_test)
+            and "minibatch" not in _name
+            and _name not in _EXCLUDED
+        ):
+            globals()[f"test_{_prefix}__{_name[5:]}"] = _test
+
+
+@pytest.fixture
+def global_dtype():
+    return np.float64
+
+
+@pytest.fixture(autouse=True)
+def _kmeans_cases_only(request):
+    name = request.node.originalname
+    if name.startswith("test_annealed__"):
+        reason = _ANNEALED_XFAIL.get("test_" + name[len("test_annealed__") :])
+        if reason is not None:
+            request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
+    callspec = getattr(request.node, "callspec", None)
+    if callspec is None:
+        return
+    if any(
+        value is sklearn.cluster.MiniBatchKMeans for value in callspec.params.values()
+    ):
+        pytest.skip("a MiniBatchKMeans case")
