@@ -1587,8 +1587,9 @@ def family_bad_input():
                 inputs=[X, ib],
             )
     # Bad parameters.
+    # (sigma=0 is valid: K-Means itself, checked against KMeans in
+    # tests/test_zero_width.py.)
     params = [
-        ("RBFKMeans(sigma=0)", lambda: RBFKMeans(3, sigma=0).fit(X)),
         ("RBFKMeans(sigma=-1)", lambda: RBFKMeans(3, sigma=-1.0).fit(X)),
         ("RBFKMeans(sigma=nan)", lambda: RBFKMeans(3, sigma=np.nan).fit(X)),
         ("RBFKMeans(max_iter=0)", lambda: RBFKMeans(3, max_iter=0).fit(X)),
