@@ -177,17 +177,19 @@ class _Path:
         self.n.append(n_distinct)
         self.act.append(activation)
 
-    def result(self, centers, sigma, n_iter, converged, certified, activation, moves):
+    def result(self, centers, sigma, n_iter, n_iter_final, *args):
         """Return the ``AnnealResult`` of the run, path arrays included.
 
-        ``n_iter`` is ``(total, final)``: every EM and Lloyd iteration of the
-        run, and those of the run that produced ``centers``.
+        ``n_iter`` counts every EM and Lloyd iteration of the run,
+        ``n_iter_final`` those of the run that produced ``centers``; ``args``
+        are ``converged, certified, activation, moves``.
         """
+        converged, certified, activation, moves = args
         return AnnealResult(
             centers=centers,
             sigma=float(sigma),
-            n_iter=n_iter[0],
-            n_iter_final=n_iter[1],
+            n_iter=n_iter,
+            n_iter_final=n_iter_final,
             converged=bool(converged),
             certified=bool(certified),
             activation=activation,
@@ -242,8 +244,8 @@ class _Schedule:
                 rows.offset, rows.x_sq, prior=prior, inertia=False,
             )  # fmt: skip
             new = m_step(res.N, res.S, groups.centers, rows.offset)
-            move = float(np.sqrt(((new - groups.centers) ** 2).sum(axis=1).max()))
             step = new - groups.centers
+            move = float(np.sqrt((step**2).sum(axis=1).max()))
             groups.centers, groups.mass = new, res.N
             if move <= move_tol:
                 it = i
@@ -428,8 +430,10 @@ def anneal(
         sigma = path.sigma[-1]
         cert_sigma, certified = certify(rows, centers, sigma)
         certified &= cert_sigma >= sigma
-        n_iter = (n_iter, it)  # the last stage is EM at sigma_end
-        return path.result(centers, sigma, n_iter, converged, certified, sched.act, 0)
+        # The last stage is the EM at sigma_end: its iterations are the final run's.
+        return path.result(
+            centers, sigma, n_iter, it, converged, certified, sched.act, 0
+        )
     return _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose)
 
 
@@ -457,7 +461,7 @@ def _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose
             f"{n_moves} polish moves, inertia {res.inertia:.6g}, "
             f"certified {certified}."
         )
-    n_iter = (n_iter + it, it_final)
     return path.result(
-        centers, sigma, n_iter, converged and conv, certified, sched.act, n_moves
-    )
+        centers, sigma, n_iter + it, it_final, converged and conv, certified,
+        sched.act, n_moves,
+    )  # fmt: skip

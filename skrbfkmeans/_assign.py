@@ -170,9 +170,7 @@ class BlockPlan:
         self.step = block_rows(
             n_samples, n_clusters, n_features, dtype, activation, target
         )
-        self.buf = BlockBuffers(
-            self.step, n_clusters, n_features, dtype, activation, sp.issparse(X)
-        )
+        self.buf = self.buffers()
 
     def __iter__(self):
         for sl in blocks(self.X.shape[0], self.step):

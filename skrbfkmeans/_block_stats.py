@@ -116,7 +116,10 @@ def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
 
 
 def _hard_stats(Xb, wb, E, imin, e_min, window):
-    """Entmax-1.5 statistics ``(N, S)`` of a block of one-hot rows, or None.
+    """Entmax-1.5 statistics of a block of one-hot rows, or None.
+
+    Returns ``(N, S, None)``, a block's part as ``_engine._Sums.add`` takes
+    it (no second moments), or None.
 
     A row is exactly one-hot when its nearest centre is its only candidate,
     ``e_ij - e_min < 2 T`` (``_split_one_hot``). Then ``N`` and ``S`` are
@@ -134,7 +137,7 @@ def _hard_stats(Xb, wb, E, imin, e_min, window):
         bound = e_min + E.dtype.type(window)
     if np.count_nonzero(E <= bound[:, None]) != b:
         return None
-    N = np.bincount(imin, weights=wb, minlength=k).astype(np.float64)
+    N = np.bincount(imin, weights=wb, minlength=k)
     P = sp.csc_array((wb, imin, np.arange(b + 1)), shape=(k, b))
     S = P @ Xb
     S = S.toarray() if sp.issparse(S) else S

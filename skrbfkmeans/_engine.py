@@ -240,12 +240,14 @@ def _pass(
     """
     dtype = centers.dtype
     n_clusters = centers.shape[0]
-    plan = BlockPlan(X, centers, offset, activation)
     T, inv_T = temperature(sigma, dtype)
     sums = _Sums(X.shape, n_clusters, dtype, stats, grad_X, moments, resp_out)
     # Nothing per sample is returned: responsibilities may drop entries below
     # rounding (they only feed sums).
     internal = not (grad_X or resp_out is not None)
+    sweeps = objective or moments or not internal
+    target = SWEEP_BLOCK_BYTES if sweeps else None
+    plan = BlockPlan(X, centers, offset, activation, target)
     log_prior, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
     fast = route == "auto" and internal and stats and not (objective or moments)
     if fast and statistics_route(activation, prior=prior, inertia=inertia) == (
@@ -255,8 +257,6 @@ def _pass(
         result = _scaled_softmax(*args)
         if result is not None:
             return result
-    if objective or moments or not internal:
-        plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
     # Entmax-1.5 statistics: blocks whose rows are all one-hot skip the
     # threshold search (_hard_stats).
     window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T

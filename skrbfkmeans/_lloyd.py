@@ -58,13 +58,12 @@ def _small_full_pass(rows, centers):
     """``_full_pass`` for small dense data, with few NumPy calls.
 
     The polish runs hundreds of Lloyd iterations on data of a few thousand
-    rows, where a pass costs its fixed steps. The centred rows are kept on
-    ``rows`` (small by the caller's test); the distances are the engine's
-    partial distances of one block, the sums a dense one-hot product.
+    rows, where a pass costs its fixed steps. The centred rows are made once
+    (``MemoryRows.centred``; small by the caller's test); the distances are
+    the engine's partial distances of one block, the sums a dense one-hot
+    product.
     """
-    Xc = getattr(rows, "_centred", None)
-    if Xc is None:
-        Xc = rows._centred = np.asarray(rows.X - rows.offset, dtype=rows.X.dtype)
+    Xc = rows.centred()
     pc = PreparedCenters(centers, rows.offset, centers.dtype)
     n, k = Xc.shape[0], centers.shape[0]
     # Reused buffers: fresh arrays of this size cost page faults every call.
@@ -118,8 +117,12 @@ class IncrementalLloyd:
 
     def __init__(self, rows, centers):
         self.rows = rows
-        self.centers = np.array(centers, copy=True)
-        self.labels, self.e_own, self.N, self.S = _full_pass(rows, self.centers)
+        self._reset(np.array(centers, copy=True))
+
+    def _reset(self, centers):
+        """Take ``centers`` and one full pass's labels and exact sums."""
+        self.centers = centers
+        self.labels, self.e_own, self.N, self.S = _full_pass(self.rows, centers)
         self.exact = True  # labels and sums from a full pass
 
     def copy(self):
@@ -150,13 +153,15 @@ class IncrementalLloyd:
         rows = self.rows
         X, offset = rows.X, rows.offset
         n, k = X.shape[0], self.centers.shape[0]
-        own_moved = np.flatnonzero(np.isin(self.labels, moved))
-        work = own_moved.size * k + n * moved.size
-        if n * k < SMALL_PASS or work > FULL_PASS_SHARE * n * k:
-            # Too much to recompute: one full pass is cheaper.
+        own_moved = None
+        if n * k >= SMALL_PASS:
+            own_moved = np.flatnonzero(np.isin(self.labels, moved))
+        if own_moved is None or (
+            own_moved.size * k + n * moved.size > FULL_PASS_SHARE * n * k
+        ):
+            # Small data, or too much to recompute: one full pass is cheaper.
             old = self.labels
-            self.labels, self.e_own, self.N, self.S = _full_pass(rows, self.centers)
-            self.exact = True
+            self._reset(self.centers)
             return not np.array_equal(self.labels, old)
         self.exact = False
         old = self.labels.copy()
@@ -207,8 +212,7 @@ class IncrementalLloyd:
         updated sums may differ from them by rounding).
         """
         old = self.labels
-        self.labels, self.e_own, self.N, self.S = _full_pass(self.rows, self.centers)
-        self.exact = True
+        self._reset(self.centers)
         self.centers = m_step(self.N, self.S, self.centers, self.rows.offset)
         return np.array_equal(self.labels, old)
 
@@ -217,7 +221,7 @@ class IncrementalLloyd:
         centers, n_iter, converged = em_fixed_sigma(
             self.rows, self.centers, 0.0, "entmax15", max_iter=max_iter, tol=0.0
         )
-        self.__init__(self.rows, centers)
+        self._reset(centers)
         return n_iter, converged
 
     def inertia(self):
@@ -259,11 +263,9 @@ def _relocate_empty(rows, labels, centers, N, S):
     if d_own.max() == 0:
         return  # more clusters than distinct samples: nothing to move
     far = np.argpartition(d_own, -empty.size)[: -empty.size - 1 : -1]
-    # A sample already at its centre is no better there (duplicated points):
-    # KMeans leaves such clusters empty.
-    X, w = rows.X, rows.w.astype(np.float64)
+    w = rows.w.astype(np.float64)
     for j, i in zip(empty, far):
-        x = rows.X[i]
+        x = X[i]
         x = (x.toarray().ravel() if sp.issparse(X) else x) - rows.offset
         old = labels[i]
         S[old] -= w[i] * x
@@ -282,20 +284,17 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
     heaviest cluster's). It stops at *strict convergence*
     (the labels did not change) or when the summed squared centre shift is
     at most ``tol`` (already scaled as KMeans scales it); without strict
-    convergence the labels are recomputed for the final centres. Prints
-    KMeans's lines with ``verbose``.
+    Prints KMeans's lines with ``verbose``.
 
-    Returns ``(centers, labels, n_iter, strict)``.
+    Returns the centres and the number of iterations.
     """
-    n = rows.X.shape[0]
-    labels_old = np.full(n, -1, dtype=np.intp)
-    strict = False
+    labels_old = np.full(rows.X.shape[0], -1, dtype=np.intp)
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         labels, e_own, N, S = _full_pass(rows, centers)
-        d_own = np.maximum(rows.x_sq + e_own, 0.0)
         if verbose:
-            print(f"Iteration {n_iter - 1}, inertia {float(rows.w @ d_own)}.")
+            inertia = float(rows.w @ np.maximum(rows.x_sq + e_own, 0.0))
+            print(f"Iteration {n_iter - 1}, inertia {inertia}.")
         _relocate_empty(rows, labels, centers, N, S)
         new = m_step(N, S, centers, rows.offset)
         # A cluster still empty joins the heaviest one, as in KMeans.
@@ -303,7 +302,6 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
         shift = float(((new - centers) ** 2).sum())
         centers = new
         if np.array_equal(labels, labels_old):
-            strict = True
             if verbose:
                 print(f"Converged at iteration {n_iter - 1}: strict convergence.")
             break
@@ -315,6 +313,4 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
                 )
             break
         labels_old = labels
-    if not strict:
-        labels = _nearest(rows.X, centers, rows.offset)[0]
-    return centers, labels, n_iter, strict
+    return centers, n_iter

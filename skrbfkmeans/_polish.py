@@ -12,8 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._assign import BlockPlan
-from ._engine import labels_inertia, squared_norms
+from ._engine import labels_inertia, labels_margins, squared_norms
 from ._lloyd import IncrementalLloyd
 from ._loss import check_data_centers
 from ._rows import MemoryRows
@@ -54,26 +53,6 @@ def _two_means(Xl, wl, max_iter=100):
     return centers, sse
 
 
-def _nearest_two(X, centers, offset):
-    """Nearest centre, margin ``d_(2) - d_(1)`` and ``d_(1) - ||x||^2``.
-
-    As ``_engine.labels_margins``, with the labels as indices.
-    """
-    n = X.shape[0]
-    labels = np.empty(n, dtype=np.intp)
-    margins = np.empty(n)
-    nearest = np.empty(n, dtype=centers.dtype)
-
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        nearest[sl] = e_min
-        E[np.arange(E.shape[0]), imin] = np.inf
-        margins[sl] = E.min(axis=1) - e_min
-
-    BlockPlan(X, centers, offset).map(block)
-    return labels, margins, nearest
-
-
 def _candidates(X, w, centers, offset, x_sq):
     """Ranked (remove j, split l) pairs with their children, for one pass.
 
@@ -84,7 +63,7 @@ def _candidates(X, w, centers, offset, x_sq):
     its sign: Lloyd after the move usually recovers far more than ``R_j``.
     """
     k = centers.shape[0]
-    labels, margins, nearest = _nearest_two(X, centers, offset)
+    labels, margins, nearest = labels_margins(X, centers, offset)
     d1 = np.maximum(x_sq + nearest, 0.0)
     removal = np.bincount(labels, weights=w * margins, minlength=k)
     gain = np.full(k, -np.inf)
@@ -101,21 +80,12 @@ def _candidates(X, w, centers, offset, x_sq):
         kids, sse2 = _two_means(Xl, w[rows].astype(np.float64))
         gain[c] = float(w[rows] @ d1[rows]) - sse2
         children[c] = kids
-    # estimate[j, c] = G_c - R_j over the valid pairs; the best MAX_PAIRS
-    # in decreasing order, ties by (j, c).
-    estimate = gain[None, :] - removal[:, None]
+    # Every valid pair's estimate G_c - R_j, best first, ties by (j, c).
     valid = np.isfinite(removal)[:, None] & np.isfinite(gain)[None, :]
     np.fill_diagonal(valid, False)
     j, c = np.nonzero(valid)
-    values = estimate[j, c]
-    if values.size > MAX_PAIRS:
-        keep = np.argpartition(-values, MAX_PAIRS - 1)[:MAX_PAIRS]
-        # Ties at the cut keep the pairs first in (j, c) order.
-        cut = values[keep].min()
-        keep = np.flatnonzero(values > cut)
-        keep = np.concatenate([keep, np.flatnonzero(values == cut)])[:MAX_PAIRS]
-        j, c, values = j[keep], c[keep], values[keep]
-    order = np.lexsort((c, j, -values))
+    values = gain[c] - removal[j]
+    order = np.lexsort((c, j, -values))[:MAX_PAIRS]
     pairs = [(values[i], int(j[i]), int(c[i])) for i in order]
     return pairs, children
 
@@ -123,9 +93,10 @@ def _candidates(X, w, centers, offset, x_sq):
 def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
-    Returns the centres, their inertia, the number of moves kept, every
-    Lloyd iteration of the search, and those of the run that produced the
-    centres (the first, or the last kept move's).
+    Returns the centres, their inertia (from the search's last full pass),
+    the number of moves kept, every Lloyd iteration of the search, and those
+    of the run that produced the centres (the first, or the last kept
+    move's).
 
     Every Lloyd run is incremental (``_lloyd.IncrementalLloyd``): a trial
     move starts from the current labels, and an iteration recomputes only
@@ -153,7 +124,6 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
                 break
         else:
             break  # a whole pass kept nothing
-    _, inertia = labels_inertia(X, w, state.centers, offset, x_sq)
     return state.centers, inertia, n_moves, n_iter, n_iter_last
 
 
@@ -244,9 +214,9 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     # leave the dtype's range); lengths and the inertia are mapped back.
     X, offset, centers, units = working_units(X, sample_weight, centers)
     x_sq = squared_norms(X, offset)
-    centers, inertia, n_moves, _, _ = polish(
+    centers, _, n_moves, _, _ = polish(
         X, sample_weight, centers, offset, x_sq, max_moves=max_moves
     )
-    labels, _ = labels_inertia(X, sample_weight, centers, offset, x_sq)
+    labels, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
     square = units.scale * units.scale
     return units.to_user(centers), labels, inertia * square, n_moves

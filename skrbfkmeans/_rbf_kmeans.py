@@ -3,13 +3,11 @@
 from numbers import Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import (
     _fit_context,
 )
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.sparsefuncs import mean_variance_axis
 from sklearn.utils.validation import (
     _is_arraylike_not_scalar,
 )
@@ -22,15 +20,6 @@ from ._rows import MemoryRows, em_fixed_sigma
 from ._stream import online_em_step
 from ._threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight
-
-
-def _kmeans_tolerance(X, tol):
-    """KMeans's tolerance: ``tol`` times the mean (unweighted) feature variance."""
-    if tol == 0:
-        return 0.0
-    if sp.issparse(X):
-        return float(np.mean(mean_variance_axis(X, axis=0)[1])) * tol
-    return float(np.mean(np.var(X, axis=0))) * tol
 
 
 class RBFKMeans(_BaseRBFKMeans):
@@ -238,15 +227,14 @@ class RBFKMeans(_BaseRBFKMeans):
         n_init = self._resolve_n_init()
         # sigma=0 is K-Means: Lloyd's algorithm with KMeans's stopping rules.
         lloyd_exact = self.sigma == 0 and isinstance(rows, MemoryRows)
-        tol_lloyd = _kmeans_tolerance(rows.X, self.tol) if lloyd_exact else None
 
         def run(centers, sigma):
             if lloyd_exact:
-                centers, _, n_iter, _ = kmeans_lloyd(
-                    rows, centers, self.max_iter, tol_lloyd, self.verbose
+                centers, n_iter = kmeans_lloyd(
+                    rows, centers, self.max_iter, tol, self.verbose
                 )
                 final = rows.final(centers, 0.0, self.activation)
-                # KMeans warns of no convergence: it stops at max_iter.
+                # As KMeans: no convergence warning when max_iter stops it.
                 return final[2], centers, n_iter, True, final
             centers, n_iter, converged = em_fixed_sigma(
                 rows,
@@ -275,7 +263,9 @@ class RBFKMeans(_BaseRBFKMeans):
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         init = self._check_init_array(X) if self._init_is_array else self.init
         X, offset, init = self._working_units(X, sample_weight, init)
-        tol = _tolerance(X, sample_weight, self.tol)
+        # At sigma=0 KMeans's own rule: the variance without the weights.
+        weights = np.ones_like(sample_weight) if self.sigma == 0 else sample_weight
+        tol = _tolerance(X, weights, self.tol)
         random_state = check_random_state(self.random_state)
         return MemoryRows(X, sample_weight, offset), init, tol, random_state
 

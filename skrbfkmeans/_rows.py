@@ -45,6 +45,13 @@ class MemoryRows:
         self.x_sq = squared_norms(X, offset) if x_sq is None else x_sq
         # The labels of the last ``final`` pass: the fit asks for them next.
         self._last = (None, None)
+        self._centred = None
+
+    def centred(self):
+        """``X - offset`` as one dense array, made once (for small data)."""
+        if self._centred is None:
+            self._centred = np.asarray(self.X - self.offset, dtype=self.X.dtype)
+        return self._centred
 
     def stats(self, centers, sigma, activation):
         """``(N, S, inertia)`` of one pass at width ``sigma``."""

@@ -1,8 +1,8 @@
 """The thread policy of the public entry points, and the engine's threads.
 
 Every public method and function that runs the engine runs with BLAS limited
-to one thread, as KMeans does: the engine's products are per block (about
-1 MiB of scores), too small to gain from BLAS threads, and on a busy machine
+to one thread, as KMeans does: the engine's products are per block (1 to 4
+MiB of scores), too small to gain from BLAS threads, and on a busy machine
 spinning BLAS threads slowed a fit down twentyfold.
 
 The engine's passes run their row blocks on a pool of threads instead (NumPy
