@@ -66,50 +66,40 @@ _ANNEALED_XFAIL = {
 }
 
 
-class _ZeroWidthKMeans(RBFKMeans):
-    def __init__(
-        self,
-        n_clusters=8,
-        *,
-        init="k-means++",
-        n_init="auto",
-        max_iter=300,
-        tol=1e-4,
-        verbose=0,
-        random_state=None,
-        copy_x=True,
-        algorithm="lloyd",
-    ):
-        super().__init__(
-            n_clusters, sigma=0, init=init, n_init=n_init, max_iter=max_iter,
-            tol=tol, verbose=verbose, random_state=random_state, copy_x=copy_x,
-            algorithm=algorithm,
-        )  # fmt: skip
+def _with_kmeans_signature(Estimator, **fixed):
+    """A subclass of ``Estimator`` named KMeans, taking KMeans's parameters.
+
+    ``fixed`` are our parameters, set whatever KMeans passes (its messages
+    name the class, hence the name).
+    """
+
+    class KMeans(Estimator):
+        def __init__(
+            self,
+            n_clusters=8,
+            *,
+            init="k-means++",
+            n_init="auto",
+            max_iter=300,
+            tol=1e-4,
+            verbose=0,
+            random_state=None,
+            copy_x=True,
+            algorithm="lloyd",
+        ):
+            super().__init__(
+                n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
+                verbose=verbose, random_state=random_state, copy_x=copy_x,
+                algorithm=algorithm, **fixed,
+            )  # fmt: skip
+
+    return KMeans
 
 
-class _AnnealedKMeans(AnnealedRBFKMeans):
-    def __init__(
-        self,
-        n_clusters=8,
-        *,
-        init="k-means++",
-        n_init="auto",
-        max_iter=300,
-        tol=1e-4,
-        verbose=0,
-        random_state=None,
-        copy_x=True,
-        algorithm="lloyd",
-    ):
-        super().__init__(
-            n_clusters, init=init, n_init=n_init, max_iter=max_iter, tol=tol,
-            verbose=verbose, random_state=random_state, copy_x=copy_x,
-            algorithm=algorithm,
-        )  # fmt: skip
-
-
-# Messages name the class: both stand-ins are called KMeans.
-_ZeroWidthKMeans.__name__ = _AnnealedKMeans.__name__ = "KMeans"
+_STAND_INS = {
+    "sigma0": _with_kmeans_signature(RBFKMeans, sigma=0),
+    "annealed": _with_kmeans_signature(AnnealedRBFKMeans),
+}
 
 
 def _load(stand_in, name):
@@ -130,7 +120,7 @@ if not os.path.exists(_PATH):
         "scikit-learn's KMeans tests are not installed", allow_module_level=True
     )
 
-for _prefix, _stand_in in (("sigma0", _ZeroWidthKMeans), ("annealed", _AnnealedKMeans)):
+for _prefix, _stand_in in _STAND_INS.items():
     _module = _load(_stand_in, f"_sklearn_kmeans_tests_{_prefix}")
     for _name, _test in vars(_module).items():
         if (

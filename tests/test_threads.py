@@ -99,13 +99,22 @@ def test_blocks_run_on_the_pool(data, monkeypatch):
     assert any(name.startswith("skrbfkmeans") for name in names)
 
 
-def test_thread_count_follows_kmeans_controls(monkeypatch):
-    # Check that the engine counts threads as scikit-learn's KMeans does.
-    from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
+def test_thread_count_follows_kmeans_controls():
+    # Check that the engine's thread count follows the controls KMeans
+    # follows: threadpoolctl's OpenMP limit, and OMP_NUM_THREADS in a fresh
+    # process.
+    import os
+    import subprocess
+    import sys
 
     with threadpool_limits(1):
         assert _threads.engine_threads() == 1
-    assert _threads.engine_threads() == _openmp_effective_n_threads()
+    code = "from skrbfkmeans._threads import engine_threads; print(engine_threads())"
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True
+    )
+    assert out.stdout.strip() == "1", out.stderr
 
 
 def test_errstate_reaches_the_workers():
