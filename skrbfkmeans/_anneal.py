@@ -33,7 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._engine import free_energy, labels_margins, m_step, moments, statistics
-from ._lloyd import lloyd
+from ._lloyd import kmeans_lloyd, lloyd
 from ._polish import polish as polish_search
 from ._rows import certify, em_fixed_sigma
 from ._schedule import (
@@ -434,13 +434,51 @@ def anneal(
         return path.result(
             centers, sigma, n_iter, it, converged, certified, sched.act, 0
         )
-    return _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose)
+    sigma_cap = path.sigma[-1] / np.sqrt(2.0)
+    return _final_phase(
+        rows, sched.groups.expanded(), sched.act, sigma_cap, path, n_iter,
+        max_iter, polish, verbose,
+    )  # fmt: skip
 
 
-def _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose):
-    """Lloyd to label stability, the polish, the certificate; the result."""
-    centers, it, conv = lloyd(rows, sched.groups.expanded(), max_iter)
-    n_moves, it_final = 0, it
+def kmeans_from_init(
+    rows, init_centers, *, max_iter, tol, activation, sigma_cap, polish, verbose
+):
+    """KMeans's run from ``init_centers``, then the final phase; no annealing.
+
+    The fit of an explicit ``init`` (``sigma_start="auto"``): Lloyd's
+    algorithm exactly as KMeans runs it (``_lloyd.kmeans_lloyd``: its
+    stopping rules with ``tol`` already scaled, its relocation of empty
+    clusters), then, when one of its rules stopped it, Lloyd to stable labels,
+    the polish and the certificate (at most ``sigma_cap``). When ``max_iter``
+    stopped it, KMeans's result is kept as it is (not converged). The path
+    has one entry, the final state.
+    """
+    centers, it, conv = kmeans_lloyd(rows, init_centers, max_iter, tol, verbose)
+    act = "softmax" if activation == "softmax" else "entmax15"
+    path = _Path()
+    if conv:
+        return _final_phase(
+            rows, centers, act, sigma_cap, path, it, max_iter, polish, verbose
+        )
+    sigma, certified = certify(rows, centers, sigma_cap)
+    res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
+    path.record(sigma, centers, res, np.unique(centers, axis=0).shape[0], act)
+    return path.result(centers, sigma, it, it, False, certified, act, 0)
+
+
+def _final_phase(
+    rows, centers, act, sigma_cap, path, n_iter, max_iter, polish, verbose
+):
+    """Lloyd to label stability, the polish, the certificate; the result.
+
+    ``n_iter`` counts the iterations before this phase (the annealing's, or
+    KMeans's run from an explicit init: that run is then the one ``n_iter_``
+    reports, the Lloyd run here only confirming or finishing it).
+    """
+    from_init = len(path.sigma) == 0
+    centers, it, conv = lloyd(rows, centers, max_iter)
+    n_moves, it_final = 0, (n_iter if from_init else it)
     if polish:
         # Split/merge moves from the hard solution; each ends on a Lloyd
         # fixed point, and the certificate below is computed afresh.
@@ -449,11 +487,10 @@ def _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose
         )
         it += it_polish
         it_final = it_move if n_moves else it_final
-    sigma_cap = path.sigma[-1] / np.sqrt(2.0)
     sigma, certified = certify(rows, centers, sigma_cap)
-    res = free_energy(rows.X, rows.w, centers, sigma, sched.act, rows.offset, rows.x_sq)
+    res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
     n_distinct = np.unique(centers, axis=0).shape[0]
-    path.record(sigma, centers, res, n_distinct, sched.act)
+    path.record(sigma, centers, res, n_distinct, act)
     if verbose:
         print(
             f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, Lloyd "
@@ -462,6 +499,5 @@ def _final_phase(rows, sched, path, n_iter, converged, max_iter, polish, verbose
             f"certified {certified}."
         )
     return path.result(
-        centers, sigma, n_iter + it, it_final, converged and conv, certified,
-        sched.act, n_moves,
+        centers, sigma, n_iter + it, it_final, conv, certified, act, n_moves
     )  # fmt: skip

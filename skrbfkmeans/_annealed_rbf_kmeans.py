@@ -1,6 +1,5 @@
 """AnnealedRBFKMeans: the estimator around the annealing schedule of ``_anneal``."""
 
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -10,12 +9,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
 from . import _dask, _dask_fit
-from ._anneal import anneal, first_critical_sigma
+from ._anneal import anneal, first_critical_sigma, kmeans_from_init
 from ._assign import ACTIVATIONS
-from ._base import _auto_sigma, _BaseRBFKMeans
+from ._base import _BaseRBFKMeans, _tolerance
 from ._engine import squared_norms
 from ._rows import MemoryRows
 from ._threads import one_blas_thread
+from ._validation import warn_user
 
 
 def _mass_unit(sample_weight):
@@ -49,8 +49,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         Initial width. ``"auto"``: just above the first critical width,
         ``sigma^2 = 0.55 c lambda_max`` of the weighted covariance of ``X``,
         where ``c = 2`` for softmax and ``2 sqrt(2)`` for entmax-1.5 (a group
-        splitting in two); with an explicit ``init``, a quarter of the median
-        spacing of the initial centres (as in :class:`RBFKMeans`).
+        splitting in two). With an explicit ``init``, ``"auto"`` starts at the
+        end, without annealing (see ``init``), and a float anneals from the
+        initial centres starting at that width.
     sigma_end : float or "auto", default="auto"
         Final width. ``"auto"``: cool until the responsibilities are hard,
         run Lloyd iterations until the labels stop changing (then the polish,
@@ -70,9 +71,16 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         then entmax-1.5. ``"softmax"`` / ``"entmax15"`` force one map.
     init : {"anneal", "k-means++", "random"}, callable or array-like of shape \
             (n_clusters, n_features), default="anneal"
-        ``"anneal"`` starts from the weighted mean; anything else starts the
-        schedule from those centres, as :class:`sklearn.cluster.KMeans`
-        would initialise them.
+        ``"anneal"`` starts from the weighted mean. Anything else gives the
+        initial centres as :class:`sklearn.cluster.KMeans` draws them (the
+        same draws for the same ``random_state``), and, with
+        ``sigma_start="auto"``, the fit starts at the end: with
+        ``sigma_end="auto"`` it is KMeans's run from those centres (the same
+        iterations, stopping rules with ``tol`` and ``max_iter``, relocation
+        of empty clusters), then Lloyd until the labels are stable, the
+        polish and the certificate; with a float ``sigma_end``, the EM at
+        that width from those centres. With a float ``sigma_start``, the
+        schedule anneals from those centres.
     n_init : int or "auto", default=1
         Number of runs with a random ``init``; the one with the lowest
         inertia (or objective, for a float ``sigma_end``) is kept.
@@ -81,7 +89,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         Maximum number of EM iterations per stage (and of the final Lloyd).
     tol : float, default=1e-4
         A stage ends when no centre moves more than ``30 tol sqrt(T)``
-        (``T = 2 sigma^2``).
+        (``T = 2 sigma^2``). The final Lloyd run ignores it (it runs until
+        the labels are stable), except KMeans's run from an explicit
+        ``init``, which stops as KMeans's does (summed squared centre shift
+        at most ``tol`` times the mean feature variance).
     verbose : int, default=0
         Print one line per stage when positive.
     random_state : int, RandomState instance or None, default=None
@@ -114,17 +125,20 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         The final width.
     n_iter_ : int
         As for KMeans, the Lloyd iterations of the final K-Means run, at most
-        ``max_iter``: the run from the annealed centres, or, when the polish
-        kept a move, the run after the last kept move. With a numeric
-        ``sigma_end``, the EM iterations at ``sigma_end``.
+        ``max_iter``: the run from the annealed centres (with an explicit
+        ``init``: KMeans's run from it, counted as KMeans counts), or, when
+        the polish kept a move, the run after the last kept move. With a
+        numeric ``sigma_end``, the EM iterations at ``sigma_end``.
     n_iter_total_ : int
         Every EM and Lloyd iteration of the fit: all stages, the final run
         and every trial of the polish (what the fit cost).
     converged_ : bool
         Whether the final phase converged within ``max_iter``: Lloyd reached
         stable labels (``sigma_end="auto"``) or the EM at ``sigma_end`` met
-        its tolerance. Intermediate stages may stop at ``max_iter`` near a
-        critical width; the next stage continues from there.
+        its tolerance. When ``max_iter`` stops KMeans's run from an explicit
+        ``init``, its result is kept as it is (no polish). Intermediate
+        stages may stop at ``max_iter`` near a critical width; the next
+        stage continues from there.
     certified_ : bool
         Whether the final centres are proven to be an exact Lloyd fixed
         point: every margin is at least ``4 sigma_^2`` and a Lloyd step leaves
@@ -291,11 +305,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             n_init = self._resolve_n_init()  # KMeans's warning for n_init > 1
         elif anneal_init:
             if self.n_init not in (1, "auto"):
-                warnings.warn(
+                warn_user(
                     "init='anneal' is deterministic: performing one run "
                     f"instead of n_init={self.n_init}.",
                     RuntimeWarning,
-                    stacklevel=2,
                 )
             n_init = 1
         else:
@@ -308,6 +321,12 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         act = "entmax15" if self.activation == "entmax15" else "softmax"
         sigma_end = None if self.sigma_end == "auto" else float(self.sigma_end) / scale
 
+        # An explicit init with sigma_start="auto" starts at the end: KMeans's
+        # run from it (or the EM at a float sigma_end), no annealing.
+        from_init = not anneal_init and self.sigma_start == "auto"
+        if from_init and sigma_end is None:
+            kmeans_tol = _tolerance(X, np.ones_like(sample_weight), self.tol)
+            sigma_cap = first_critical_sigma(X, sample_weight, offset, x_sq, act)
         best = None
         for _ in range(n_init):
             if anneal_init:
@@ -317,28 +336,42 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 init_centers = self._init_centroids(
                     X, init, random_state, sample_weight
                 )
-                sigma_start = _auto_sigma(init_centers, X, sample_weight)
+                if self.verbose:
+                    print("Initialization complete")
+                sigma_start = sigma_end
             if self.sigma_start != "auto":
                 sigma_start = float(self.sigma_start) / scale
-            if sigma_end is not None and not sigma_start > sigma_end:
+            if sigma_end is not None and not from_init and sigma_start <= sigma_end:
                 raise ValueError(
                     f"sigma_start={sigma_start * scale:.6g} must be larger than "
                     f"sigma_end={sigma_end * scale:.6g}."
                 )
-            result = anneal(
-                rows,
-                self.n_clusters,
-                init_centers=init_centers,
-                sigma_start=sigma_start,
-                sigma_end=sigma_end,
-                cooling=self.cooling,
-                activation=self.activation,
-                max_iter=self.max_iter,
-                tol=self.tol,
-                mass_unit=_mass_unit(sample_weight),
-                polish=self.polish,
-                verbose=self.verbose,
-            )
+            if from_init and sigma_end is None:
+                result = kmeans_from_init(
+                    rows,
+                    init_centers,
+                    max_iter=self.max_iter,
+                    tol=kmeans_tol,
+                    activation=self.activation,
+                    sigma_cap=sigma_cap,
+                    polish=self.polish,
+                    verbose=self.verbose,
+                )
+            else:
+                result = anneal(
+                    rows,
+                    self.n_clusters,
+                    init_centers=init_centers,
+                    sigma_start=sigma_start,
+                    sigma_end=sigma_end,
+                    cooling=self.cooling,
+                    activation=self.activation,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    mass_unit=_mass_unit(sample_weight),
+                    polish=self.polish,
+                    verbose=self.verbose,
+                )
             key = result.inertia_path[-1] if sigma_end is None else None
             key = result.objective_path[-1] if key is None else key
             if best is None or key < best[0]:
@@ -374,6 +407,6 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.activation_path_ = result.activation_path
         self.critical_sigmas_ = result.critical_sigmas * scale
         self.n_polish_moves_ = result.n_polish_moves
-        self._warn_not_converged(": the final phase", stacklevel=4)
+        self._warn_not_converged(": the final phase")
         counts, inertia = (None, None) if final is None else final[:2]
         self._set_fitted(rows, result.centers, self.sigma_, counts, inertia)

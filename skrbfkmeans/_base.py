@@ -7,7 +7,6 @@ every fit, and predicts. Every public method runs under the thread policy of
 ``_threads``.
 """
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -41,7 +40,7 @@ from ._engine import (
 )
 from ._scaling import Units, working_units
 from ._threads import one_blas_thread
-from ._validation import check_n_samples, check_sample_weight
+from ._validation import check_n_samples, check_sample_weight, warn_user
 
 
 def _weighted_mean_variance(X, sample_weight):
@@ -162,11 +161,10 @@ class _BaseRBFKMeans(
         else:
             n_init = self.n_init
         if self._init_is_array and n_init != 1:
-            warnings.warn(
+            warn_user(
                 "Explicit initial center position passed: performing only one "
                 f"init in {self.__class__.__name__} instead of n_init={n_init}.",
                 RuntimeWarning,
-                stacklevel=3,
             )
             n_init = 1
         return n_init
@@ -275,24 +273,22 @@ class _BaseRBFKMeans(
 
     def _warn_distinct(self, distinct, sigma):
         if distinct < self.n_clusters:
-            warnings.warn(
+            warn_user(
                 f"Number of distinct clusters ({distinct}) found smaller than "
                 f"n_clusters ({self.n_clusters}). Possibly due to duplicate "
                 f"points in X, or to a width (sigma_={sigma:.3g}) at which "
                 "centres merge.",
                 ConvergenceWarning,
-                stacklevel=4,
             )
 
-    def _warn_not_converged(self, subject="", stacklevel=3):
+    def _warn_not_converged(self, subject=""):
         """``ConvergenceWarning`` when ``converged_`` is False."""
         if not self.converged_:
-            warnings.warn(
+            warn_user(
                 f"{self.__class__.__name__}{subject} did not converge within "
                 f"max_iter={self.max_iter} iterations (tol={self.tol}); increase "
                 "max_iter or tol.",
                 ConvergenceWarning,
-                stacklevel=stacklevel,
             )
 
     # -- prediction ---------------------------------------------------------

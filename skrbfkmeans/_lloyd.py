@@ -283,13 +283,14 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
     centre to its cluster's weighted mean (a cluster still empty to the
     heaviest cluster's). It stops at *strict convergence*
     (the labels did not change) or when the summed squared centre shift is
-    at most ``tol`` (already scaled as KMeans scales it); without strict
-    Prints KMeans's lines with ``verbose``.
+    at most ``tol`` (already scaled as KMeans scales it), or after
+    ``max_iter`` iterations. Prints KMeans's lines with ``verbose``.
 
-    Returns the centres and the number of iterations.
+    Returns the centres, the number of iterations and whether one of the two
+    convergence rules stopped the run (False: ``max_iter`` did).
     """
     labels_old = np.full(rows.X.shape[0], -1, dtype=np.intp)
-    n_iter = 0
+    n_iter, converged = 0, False
     for n_iter in range(1, max_iter + 1):
         labels, e_own, N, S = _full_pass(rows, centers)
         if verbose:
@@ -304,6 +305,7 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
         if np.array_equal(labels, labels_old):
             if verbose:
                 print(f"Converged at iteration {n_iter - 1}: strict convergence.")
+            converged = True
             break
         if shift <= tol:
             if verbose:
@@ -311,6 +313,7 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
                     f"Converged at iteration {n_iter - 1}: center shift {shift} "
                     f"within tolerance {tol}."
                 )
+            converged = True
             break
         labels_old = labels
-    return centers, n_iter
+    return centers, n_iter, converged

@@ -230,7 +230,7 @@ class RBFKMeans(_BaseRBFKMeans):
 
         def run(centers, sigma):
             if lloyd_exact:
-                centers, n_iter = kmeans_lloyd(
+                centers, n_iter, _ = kmeans_lloyd(
                     rows, centers, self.max_iter, tol, self.verbose
                 )
                 final = rows.final(centers, 0.0, self.activation)

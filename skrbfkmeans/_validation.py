@@ -1,10 +1,35 @@
 """Checks of sample weights and sample counts, shared by every entry point.
 
 The estimators, ``kmeans_polish``, ``rbf_kmeans_loss`` and the dask rows
-raise the same errors, with scikit-learn's messages.
+raise the same errors, with scikit-learn's messages; ``warn_user`` issues
+their warnings at the caller's line.
 """
 
+import os
+import sys
+import warnings
+
+import sklearn.base
 from sklearn.utils.validation import _check_sample_weight
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_FIT_CONTEXT_FILE = os.path.abspath(sklearn.base.__file__)
+
+
+def warn_user(message, category):
+    """``warnings.warn`` attributed to the first frame outside the package.
+
+    Frames of this package and of scikit-learn's ``_fit_context`` wrapper
+    are skipped, so that the warning names the user's line whatever the
+    depth of the call inside the package.
+    """
+    frame, level = sys._getframe(1), 2
+    while frame is not None and (
+        os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR)
+        or os.path.abspath(frame.f_code.co_filename) == _FIT_CONTEXT_FILE
+    ):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def check_sample_weight(sample_weight, X):

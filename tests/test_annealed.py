@@ -28,6 +28,7 @@ from sklearn.base import clone
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import adjusted_rand_score
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
@@ -372,20 +373,56 @@ def _mass_constrained_em(X, centers, sigma, n_iter=500):
 
 
 @pytest.mark.parametrize("kind", ["array", "callable"])
-def test_array_init_starts_schedule_there(kind, global_random_seed):
-    # Check that an init array (or callable) starts the schedule from those
-    # centres: the first width is a quarter of their median nearest-centre
-    # spacing (docstring), all k centres are distinct at the first stage, and
-    # the first stage's centres are the fixed point of the mass-constrained
-    # EM started from the array at that width, far from the data mean.
+def test_array_init_is_kmeans_from_there(kind, global_random_seed):
+    # Check that an init array (or callable) with sigma_start="auto" runs
+    # KMeans from those centres (no annealing): without the polish, the
+    # labels, centres and n_iter_ of KMeans(init=..., n_init=1), a path of
+    # one entry, and a certified result.
     X, y = _separated(global_random_seed)
     init = _one_per_blob(X, y)
     arg = init if kind == "array" else (lambda X, k, random_state: init)
-    km = AnnealedRBFKMeans(4, init=arg).fit(X)
+    km = AnnealedRBFKMeans(4, init=arg, polish=False, max_iter=300).fit(X)
+    ref = KMeans(4, init=init, n_init=1).fit(X)
+    assert_array_equal(km.labels_, ref.labels_)
+    # Distances and sums are computed in a different order: rounding.
+    atol = 1e-13 * np.abs(X).max()
+    assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=0, atol=atol)
+    assert km.n_iter_ == ref.n_iter_
+    assert km.sigma_path_.shape == (1,) and km.critical_sigmas_.shape == (0,)
+    assert km.certified_ is True
+
+
+def test_array_init_is_polished(global_random_seed):
+    # Check that the polish improves KMeans's local optimum from a poor init
+    # (two centres splitting one blob, one between two others): lower inertia
+    # than KMeans from the same init, the blobs recovered, still certified.
+    X, y = _separated(global_random_seed)
+    blob = _one_per_blob(X, y)
+    init = np.array([blob[0] - [0.5, 0], blob[0] + [0.5, 0], blob[2], blob[1]])
+    init[3] = 0.5 * (blob[1] + blob[3])
+    ref = KMeans(4, init=init, n_init=1).fit(X)
+    km = AnnealedRBFKMeans(4, init=init).fit(X)
+    assert km.inertia_ < 0.9 * ref.inertia_
+    assert km.n_polish_moves_ >= 1
+    assert adjusted_rand_score(y, km.labels_) == 1.0
+    assert km.certified_ is True
+
+
+@pytest.mark.parametrize("kind", ["array", "callable"])
+def test_explicit_sigma_start_anneals_from_init(kind, global_random_seed):
+    # Check that an init array (or callable) with an explicit sigma_start
+    # starts the schedule from those centres at that width: all k centres
+    # are distinct at the first stage, and the first stage's centres are the
+    # fixed point of the mass-constrained EM started from the array at that
+    # width, far from the data mean.
+    X, y = _separated(global_random_seed)
+    init = _one_per_blob(X, y)
+    arg = init if kind == "array" else (lambda X, k, random_state: init)
     d = np.sqrt(sq_distances(init, init))
     np.fill_diagonal(d, np.inf)
-    sigma0 = km.sigma_path_[0]
-    assert sigma0 == pytest.approx(0.25 * np.median(d.min(axis=1)), rel=1e-12)
+    sigma0 = 0.25 * np.median(d.min(axis=1))
+    km = AnnealedRBFKMeans(4, init=arg, sigma_start=sigma0).fit(X)
+    assert km.sigma_path_[0] == pytest.approx(sigma0, rel=1e-12)
     assert km.n_distinct_centers_path_[0] == 4
     fixed = _mass_constrained_em(X, init, sigma0)
     # A stage stops once no centre moves more than 30 tol sqrt(T).
@@ -393,6 +430,16 @@ def test_array_init_starts_schedule_there(kind, global_random_seed):
     assert_allclose(km.centers_path_[0], fixed, rtol=0, atol=tol)
     assert np.linalg.norm(km.centers_path_[0] - X.mean(axis=0), axis=1).min() > 2.0
     assert km.certified_ is True
+
+
+def test_array_init_with_float_sigma_end_is_em_there(global_random_seed):
+    # Check that an init array with sigma_start="auto" and a float sigma_end
+    # runs the EM at sigma_end from the array: one stage, at sigma_end.
+    X, y = _separated(global_random_seed)
+    sigma_end = 0.3 * X.std()
+    km = AnnealedRBFKMeans(4, init=_one_per_blob(X, y), sigma_end=sigma_end).fit(X)
+    assert_array_equal(km.sigma_path_, [sigma_end])
+    assert km.sigma_ == sigma_end
 
 
 @pytest.mark.parametrize("init", ["k-means++", "random"])

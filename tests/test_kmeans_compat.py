@@ -76,3 +76,37 @@ def test_anneal_init_with_several_runs_warns():
     with pytest.warns(RuntimeWarning, match=re.escape("init='anneal' is determ")):
         est = AnnealedRBFKMeans(3, n_init=4).fit(X)
     assert est.certified_
+
+
+@pytest.mark.parametrize(
+    "make, category",
+    [
+        (lambda: RBFKMeans(3, sigma=0.1, max_iter=1), "ConvergenceWarning"),
+        (lambda: AnnealedRBFKMeans(3, init=X[:3], max_iter=1), "ConvergenceWarning"),
+        (lambda: RBFKMeans(3, init=X[:3], n_init=3), "RuntimeWarning"),
+        (lambda: AnnealedRBFKMeans(3, init=X[:3], n_init=3), "RuntimeWarning"),
+        (lambda: AnnealedRBFKMeans(3, n_init=3), "RuntimeWarning"),
+    ],
+)
+def test_warnings_name_the_callers_line(make, category):
+    # Check that a warning of fit is attributed to the line that called fit
+    # (this file), not to a frame inside the package or scikit-learn's
+    # fit wrapper, whatever the depth of the call that issued it.
+    est = make()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X)
+    mine = [w for w in caught if w.category.__name__ == category]
+    assert mine, [str(w.message) for w in caught]
+    assert {w.filename for w in mine} == {__file__}
+
+
+def test_distinct_clusters_warning_names_the_callers_line():
+    # Check the same for the warning about duplicate points, issued after
+    # the fit's iterations (RBFKMeans at zero width, as KMeans).
+    X_dup = np.repeat(X[:2], 10, axis=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        RBFKMeans(3, sigma=0, n_init=1, random_state=0).fit(X_dup)
+    mine = [w for w in caught if "distinct clusters" in str(w.message)]
+    assert mine and {w.filename for w in mine} == {__file__}

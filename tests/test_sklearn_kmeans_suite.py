@@ -44,27 +44,6 @@ _EXCLUDED = {
     "test_sample_weight_zero",  # private _init_centroids
 }
 
-# AnnealedRBFKMeans: tests that fail in every parametrisation (strict
-# xfails: one that starts to pass is reported), with the reason.
-_TRAJECTORY = (
-    "asserts the result of Lloyd's iterations from the given init (n_iter_ "
-    "counted from there); the annealed fit's final Lloyd run starts from the "
-    "annealed centres"
-)
-_ANNEALED_XFAIL = {
-    "test_kmeans_results": _TRAJECTORY,
-    "test_kmeans_relocated_clusters": _TRAJECTORY,
-    "test_k_means_1_iteration": _TRAJECTORY,
-    "test_kmeans_empty_cluster_relocated": (
-        "not the trajectory: annealing from an init array with a centre that "
-        "attracts no sample merges it away instead of relocating it (open)"
-    ),
-    "test_kmeans_verbose": (
-        "not the trajectory: verbose prints the annealing's stage lines, "
-        "not KMeans's (open)"
-    ),
-}
-
 
 def _with_kmeans_signature(Estimator, **fixed):
     """A subclass of ``Estimator`` named KMeans, taking KMeans's parameters.
@@ -139,11 +118,6 @@ def global_dtype():
 
 @pytest.fixture(autouse=True)
 def _kmeans_cases_only(request):
-    name = request.node.originalname
-    if name.startswith("test_annealed__"):
-        reason = _ANNEALED_XFAIL.get("test_" + name[len("test_annealed__") :])
-        if reason is not None:
-            request.applymarker(pytest.mark.xfail(reason=reason, strict=True))
     callspec = getattr(request.node, "callspec", None)
     if callspec is None:
         return
