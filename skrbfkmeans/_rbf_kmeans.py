@@ -48,7 +48,10 @@ class RBFKMeans(_BaseRBFKMeans):
         the same iterations, ``tol`` scaled by the mean feature variance,
         strict convergence when no label changes, empty clusters relocated to
         the farthest samples, the same ``n_iter_`` and verbose lines), and
-        ``predict_proba`` is one-hot.
+        ``predict_proba`` is one-hot. On dask input ``0`` runs the engine's
+        hard EM instead: the same iterations on ordinary data, but samples
+        exactly tied between two centres are shared, and an empty cluster
+        keeps its centre.
     activation : {"softmax", "entmax15"}, default="softmax"
         The map from scores to responsibilities. ``"entmax15"`` gives sparse
         responsibilities with exact zeros, exactly one-hot for samples whose
