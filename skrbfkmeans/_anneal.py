@@ -68,15 +68,65 @@ class AnnealResult(NamedTuple):
     activation_path: np.ndarray
     critical_sigmas: np.ndarray
     n_polish_moves: int
+    cophenetic: np.ndarray
+    count_lifetimes: np.ndarray
+
+
+def _owner_event(owner, n_groups, event):
+    """Apply one structural event to ``owner`` (which group holds each copy).
+
+    ``("remove", j, heir)`` deletes group ``j`` (its copies go to ``heir``,
+    an index before the deletion); ``("split", j, None)`` adds group
+    ``n_groups`` as ``j``'s second child: it takes the second half of
+    ``j``'s copies, or, if ``j`` holds one copy, one copy of the group
+    holding the most (any spare copy is coincident with its group, so which
+    one moves is bookkeeping). In place.
+    """
+    kind, j, heir = event
+    if kind == "remove":
+        owner[owner == j] = heir
+        owner[owner > j] -= 1
+        return
+    mine = np.flatnonzero(owner == j)
+    if mine.size >= 2:
+        owner[mine[mine.size // 2 :]] = n_groups
+    else:
+        counts = np.bincount(owner, minlength=n_groups)
+        donor = int(np.argmax(counts))
+        owner[np.flatnonzero(owner == donor)[-1]] = n_groups
+
+
+def _owners(events, n_copies):
+    """Return the owners a run with ``n_copies`` copies has after ``events``.
+
+    Replays the events from one group (the annealing's start); the
+    structural decisions do not depend on the number of copies.
+    """
+    owner = np.zeros(n_copies, dtype=np.intp)
+    n_groups = 1
+    for event in events:
+        _owner_event(owner, n_groups, event)
+        n_groups += 1 if event[0] == "split" else -1
+    return owner
 
 
 class _Groups:
-    """Distinct centres, their masses, and which group holds each of k copies."""
+    """Distinct centres, their masses, and which group holds each of k copies.
 
-    def __init__(self, centers, mass, owner):
+    The structural history is kept twice: ``events`` (splits and removals,
+    from which ``_owners`` rebuilds the copies' owners for any number of
+    copies) and ``tree``, the groups' cophenetic widths: ``tree[a, b]`` is
+    the width of the split that separated groups ``a`` and ``b`` (0 on the
+    diagonal). A merge keeps the larger width of the two rows, so ``tree``
+    stays an ultrametric.
+    """
+
+    def __init__(self, centers, mass, owner, tree=None):
         self.centers = centers
         self.mass = mass
         self.owner = owner
+        self.events = []
+        self.tree = np.zeros((self.n, self.n)) if tree is None else tree
 
     @property
     def n(self):
@@ -85,12 +135,22 @@ class _Groups:
     def expanded(self):
         return self.centers[self.owner]
 
-    def _remove(self, j, heir):
+    def copy_tree(self):
+        """Return the copies' split widths (k x k), from the groups'."""
+        return self.tree[np.ix_(self.owner, self.owner)]
+
+    def _remove(self, j, heir, merge=False):
         """Delete group ``j``; its copies go to group ``heir`` (index before)."""
-        self.owner[self.owner == j] = heir
-        self.owner[self.owner > j] -= 1
+        event = ("remove", j, heir)
+        self.events.append(event)
+        _owner_event(self.owner, self.n, event)
+        if merge:
+            row = np.maximum(self.tree[heir], self.tree[j])
+            self.tree[heir], self.tree[:, heir] = row, row
+            self.tree[heir, heir] = 0.0
         keep = np.arange(self.n) != j
         self.centers, self.mass = self.centers[keep], self.mass[keep]
+        self.tree = self.tree[np.ix_(keep, keep)]
 
     def merge_close(self, radius):
         """Merge pairs closer than ``radius`` into their mass-weighted mean."""
@@ -108,7 +168,7 @@ class _Groups:
                     self.mass[i] * self.centers[i] + self.mass[j] * self.centers[j]
                 ) / total
             self.mass[i] = total
-            self._remove(j, i)
+            self._remove(j, i, merge=True)
 
     def drop_light(self, min_mass):
         """Drop groups lighter than ``min_mass``; copies join the nearest group."""
@@ -119,25 +179,21 @@ class _Groups:
             heir = int(np.argmin(d))
             self._remove(j, heir)
 
-    def split(self, j, left, right):
-        """Replace group ``j`` by two children, each with half its mass.
-
-        The new child takes half of ``j``'s copies, or, if ``j`` holds one
-        copy, one copy of the group holding the most (any spare copy is
-        coincident with its group, so which one moves is bookkeeping).
-        """
+    def split(self, j, left, right, sigma):
+        """Replace group ``j`` by two children at width ``sigma``, half mass each."""
         new = self.n
+        event = ("split", j, None)
+        self.events.append(event)
+        _owner_event(self.owner, new, event)
         self.centers = np.vstack([self.centers, right[None, :]])
         self.centers[j] = left
         self.mass = np.append(self.mass, 0.5 * self.mass[j])
         self.mass[j] *= 0.5
-        mine = np.flatnonzero(self.owner == j)
-        if mine.size >= 2:
-            self.owner[mine[mine.size // 2 :]] = new
-        else:
-            counts = np.bincount(self.owner, minlength=new)
-            donor = int(np.argmax(counts))
-            self.owner[np.flatnonzero(self.owner == donor)[-1]] = new
+        tree = np.zeros((new + 1, new + 1))
+        tree[:new, :new] = self.tree
+        tree[new, :new] = tree[:new, new] = self.tree[j]
+        tree[j, new] = tree[new, j] = sigma
+        self.tree = tree
 
 
 def _weighted_mean(X, w):
@@ -177,14 +233,24 @@ class _Path:
         self.n.append(n_distinct)
         self.act.append(activation)
 
-    def result(self, centers, sigma, n_iter, n_iter_final, *args):
+    def truncate(self, n_stages, n_critical):
+        """Forget the stages after the first ``n_stages`` (and their splits)."""
+        for values in (self.sigma, self.centers, self.obj, self.inertia, self.n):
+            del values[n_stages:]
+        del self.act[n_stages:]
+        del self.critical[n_critical:]
+
+    def result(self, centers, sigma, n_iter, n_iter_final, *args, lifetimes=None):
         """Return the ``AnnealResult`` of the run, path arrays included.
 
         ``n_iter`` counts every EM and Lloyd iteration of the run,
         ``n_iter_final`` those of the run that produced ``centers``; ``args``
-        are ``converged, certified, activation, moves``.
+        are ``converged, certified, activation, moves, cophenetic`` (the
+        copies' split widths). ``lifetimes`` defaults to those of this path.
         """
-        converged, certified, activation, moves = args
+        converged, certified, activation, moves, cophenetic = args
+        if lifetimes is None:
+            lifetimes = count_lifetimes(self.sigma, self.n)
         return AnnealResult(
             centers=centers,
             sigma=float(sigma),
@@ -201,6 +267,8 @@ class _Path:
             activation_path=np.array(self.act, dtype=object),
             critical_sigmas=np.array(self.critical),
             n_polish_moves=moves,
+            cophenetic=cophenetic,
+            count_lifetimes=lifetimes,
         )
 
 
@@ -298,7 +366,10 @@ class _Schedule:
             left, right = split_children(mu, lam[j], vec[j])
             dtype = groups.centers.dtype
             groups.split(
-                j, (left + offset).astype(dtype), (right + offset).astype(dtype)
+                j,
+                (left + offset).astype(dtype),
+                (right + offset).astype(dtype),
+                self.sigma,
             )
             self.T *= self.cooling
             return True
@@ -356,6 +427,133 @@ def _initial_groups(rows, n_clusters, init_centers):
     )
 
 
+def count_lifetimes(sigmas, counts, n_max=None, open_end=False):
+    """Lifetime of each count of distinct centres along a path of stages.
+
+    The equilibrium of stage ``s`` (``counts[s]`` distinct centres at width
+    ``sigmas[s]``) holds until the next stage, so count ``c`` lives
+    ``sum_{s: counts[s] = c} log(sigmas[s] / sigmas[s + 1])``: the lifetimes
+    add up to ``log(sigmas[0] / sigmas[-1])``, the log-range of widths
+    annealed. ``open_end``: the last stage's count never splits further, it
+    lives for ever (``inf``). Returns an array over the counts ``1 ..
+    n_max`` (default: the largest count on the path).
+    """
+    counts = np.asarray(counts, dtype=np.intp)
+    n_max = int(counts.max()) if n_max is None else n_max
+    steps = np.log(np.asarray(sigmas[:-1]) / np.asarray(sigmas[1:]))
+    lifetimes = np.bincount(counts[:-1] - 1, weights=steps, minlength=n_max)
+    lifetimes = lifetimes[:n_max]
+    if open_end:
+        lifetimes[counts[-1] - 1] = np.inf
+    return lifetimes
+
+
+def choose_count(lifetimes):
+    """Return the longest-lived count from 2 up (smallest among equals), or 1.
+
+    One cluster is chosen only when no other count lived at all: its own
+    lifetime is measured from the starting width, which the schedule sets
+    just above the first critical width, so it says nothing about the data.
+    """
+    if lifetimes.size < 2 or not np.any(lifetimes[1:] > 0):
+        return 1
+    return int(np.argmax(lifetimes[1:])) + 2
+
+
+class _Snapshot(NamedTuple):
+    """The schedule right after the first stage with a given count."""
+
+    centers: np.ndarray
+    mass: np.ndarray
+    tree: np.ndarray
+    n_events: int
+    T: float
+    act: str
+    n_stages: int
+    n_critical: int
+
+
+class _Exploration:
+    """Stops the schedule past ``max_count`` centres; snapshots each count."""
+
+    def __init__(self, max_count):
+        self.max_count = max_count
+        self.snapshots = {}
+        self.stopped = False
+        self.log = []  # per stage: the distinct centres and the event count
+
+    def observe(self, sched, path):
+        """Record the state after a stage; True once past ``max_count``."""
+        groups = sched.groups
+        self.log.append((groups.centers.copy(), len(groups.events)))
+        if groups.n > self.max_count:
+            self.stopped = True
+            return True
+        self.snapshots.setdefault(
+            groups.n,
+            _Snapshot(
+                groups.centers.copy(), groups.mass.copy(), groups.tree.copy(),
+                len(groups.events), sched.T, sched.act, len(path.sigma),
+                len(path.critical),
+            ),
+        )  # fmt: skip
+        return False
+
+
+def _run_stages(
+    sched, path, *, T_end, max_iter, tol, verbose, resume=False, explore=None
+):
+    """Run the stage loop of the module docstring; ``(n_iter, converged, it)``.
+
+    ``resume``: the schedule is right after a recorded stage; go on with its
+    decision (split or cool). ``explore`` (an ``_Exploration``) stops the
+    loop at the first stage with more distinct centres than it allows.
+    ``it`` is the last stage's iterations.
+    """
+    n_iter, converged, it = 0, True, 0
+    max_stages = 20 * sched.n_clusters + 200
+    for _ in range(max_stages):
+        if not resume:
+            last = T_end is not None and sched.T <= T_end * (1 + 1e-12)
+            if last:
+                sched.T = T_end
+                it, conv = sched.settle(max_iter, tol)
+                converged &= conv
+            else:
+                it = sched.stage(max_iter, tol)
+            n_iter += it
+            sigma = sched.sigma
+            res = sched.measure(last)
+            groups = sched.groups
+            path.record(sigma, groups.expanded(), res, groups.n, sched.act)
+            if verbose:
+                print(
+                    f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, "
+                    f"{groups.n} distinct centres, {it} iterations, "
+                    f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
+                )
+            if last or (explore is not None and explore.observe(sched, path)):
+                break
+        resume = False
+        if sched.groups.n < sched.n_clusters:
+            outcome = sched.split(res)  # True: split, False: jumped, None
+            if outcome:
+                path.critical.append(sigma)
+            done = outcome is None
+        else:
+            done = not sched.cool()
+        if done:
+            if T_end is None:
+                break
+            sched.T = T_end  # nothing left to do above the requested width
+    else:
+        # The stage cap only guards against a schedule that cycles; the final
+        # phase still decides convergence and certification.
+        if verbose:
+            print(f"Stopped the schedule after {max_stages} stages.")
+    return n_iter, converged, it
+
+
 def anneal(
     rows,
     n_clusters,
@@ -386,45 +584,9 @@ def anneal(
     )
     T_end = None if sigma_end is None else 2.0 * sigma_end**2
     path = _Path()
-    n_iter, converged = 0, True
-    max_stages = 20 * n_clusters + 200
-    for _ in range(max_stages):
-        last = T_end is not None and sched.T <= T_end * (1 + 1e-12)
-        if last:
-            sched.T = T_end
-            it, conv = sched.settle(max_iter, tol)
-            converged &= conv
-        else:
-            it = sched.stage(max_iter, tol)
-        n_iter += it
-        sigma = sched.sigma
-        res = sched.measure(last)
-        groups = sched.groups
-        path.record(sigma, groups.expanded(), res, groups.n, sched.act)
-        if verbose:
-            print(
-                f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, "
-                f"{groups.n} distinct centres, {it} iterations, "
-                f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
-            )
-        if last:
-            break
-        if groups.n < n_clusters:
-            outcome = sched.split(res)  # True: split, False: jumped, None
-            if outcome:
-                path.critical.append(sigma)
-            done = outcome is None
-        else:
-            done = not sched.cool()
-        if done:
-            if T_end is None:
-                break
-            sched.T = T_end  # nothing left to do above the requested width
-    else:
-        # The stage cap only guards against a schedule that cycles; the final
-        # phase below still decides convergence and certification.
-        if verbose:
-            print(f"Stopped the schedule after {max_stages} stages.")
+    n_iter, converged, it = _run_stages(
+        sched, path, T_end=T_end, max_iter=max_iter, tol=tol, verbose=verbose
+    )
     if T_end is not None:
         centers = sched.groups.expanded()
         sigma = path.sigma[-1]
@@ -432,12 +594,68 @@ def anneal(
         certified &= cert_sigma >= sigma
         # The last stage is the EM at sigma_end: its iterations are the final run's.
         return path.result(
-            centers, sigma, n_iter, it, converged, certified, sched.act, 0
-        )
-    sigma_cap = path.sigma[-1] / np.sqrt(2.0)
+            centers, sigma, n_iter, it, converged, certified, sched.act, 0,
+            sched.groups.copy_tree(),
+        )  # fmt: skip
     return _final_phase(
-        rows, sched.groups.expanded(), sched.act, sigma_cap, path, n_iter,
-        max_iter, polish, verbose,
+        rows, sched.groups.expanded(), sched.act, path.sigma[-1] / np.sqrt(2.0),
+        sched.groups.copy_tree(), path, n_iter, max_iter, polish, verbose,
+    )  # fmt: skip
+
+
+def anneal_auto(
+    rows, max_clusters, *, sigma_start, cooling, activation, max_iter, tol,
+    mass_unit, polish=False, verbose=0,
+):  # fmt: skip
+    """Anneal, choose the number of clusters by lifetime, finish with it.
+
+    The schedule runs from the weighted mean as for ``max_clusters + 1``
+    clusters and stops at the first stage with more than ``max_clusters``
+    distinct centres (or when no group can split). Up to there its path is
+    the path of every fit with at least that many clusters (the split
+    decisions do not depend on the number of clusters). ``count_lifetimes``
+    measures each count on it, ``choose_count`` picks one, and the run
+    continues, from the first stage that had that count, exactly as a fit
+    with that many clusters does (cooling, Lloyd, polish, certificate).
+    The result's path is that fit's; its lifetimes are the exploration's.
+    """
+    k_explore = max_clusters + 1
+    groups = _initial_groups(rows, k_explore, None)
+    sched = _Schedule(
+        rows, k_explore, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
+    )
+    path = _Path()
+    explore = _Exploration(max_clusters)
+    n_explore, _, _ = _run_stages(
+        sched, path, T_end=None, max_iter=max_iter, tol=tol, verbose=verbose,
+        explore=explore,
+    )  # fmt: skip
+    lifetimes = count_lifetimes(
+        path.sigma, path.n, max_clusters, open_end=not explore.stopped
+    )
+    k = choose_count(lifetimes)
+    if verbose:
+        print(f"Chose {k} clusters: the longest-lived count.")
+    snap = explore.snapshots[k]
+    events = sched.groups.events
+    restored = _Groups(
+        snap.centers, snap.mass, _owners(events[: snap.n_events], k), snap.tree
+    )
+    restored.events = events[: snap.n_events]
+    sched = _Schedule(rows, k, restored, snap.T, activation, cooling, mass_unit)
+    sched.act = snap.act
+    path.truncate(snap.n_stages, snap.n_critical)
+    # The kept stages as a fit with k clusters records them: k copies.
+    for s, (centers, n_events) in enumerate(explore.log[: snap.n_stages]):
+        path.centers[s] = centers[_owners(events[:n_events], k)]
+    n_iter, _, _ = _run_stages(
+        sched, path, T_end=None, max_iter=max_iter, tol=tol, verbose=verbose,
+        resume=True,
+    )  # fmt: skip
+    return _final_phase(
+        rows, sched.groups.expanded(), sched.act, path.sigma[-1] / np.sqrt(2.0),
+        sched.groups.copy_tree(), path, n_explore + n_iter, max_iter, polish,
+        verbose, lifetimes=lifetimes,
     )  # fmt: skip
 
 
@@ -452,41 +670,62 @@ def kmeans_from_init(
     clusters), then, when one of its rules stopped it, Lloyd to stable labels,
     the polish and the certificate (at most ``sigma_cap``). When ``max_iter``
     stopped it, KMeans's result is kept as it is (not converged). The path
-    has one entry, the final state.
+    has one entry, the final state; without splits, every pair of clusters
+    is separated at ``sigma_cap`` in the split tree.
     """
     centers, it, conv = kmeans_lloyd(rows, init_centers, max_iter, tol, verbose)
     act = "softmax" if activation == "softmax" else "entmax15"
+    k = centers.shape[0]
+    tree = np.full((k, k), float(sigma_cap))
+    np.fill_diagonal(tree, 0.0)
     path = _Path()
     if conv:
         return _final_phase(
-            rows, centers, act, sigma_cap, path, it, max_iter, polish, verbose
-        )
+            rows, centers, act, sigma_cap, tree, path, it, max_iter, polish,
+            verbose, from_init=True,
+        )  # fmt: skip
     sigma, certified = certify(rows, centers, sigma_cap)
     res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
     path.record(sigma, centers, res, np.unique(centers, axis=0).shape[0], act)
-    return path.result(centers, sigma, it, it, False, certified, act, 0)
+    return path.result(centers, sigma, it, it, False, certified, act, 0, tree)
+
+
+def _polish_tree(tree, moves, height):
+    """Return the copies' split widths after the polish's moves (at ``height``).
+
+    A move ``(j, c)`` takes centre ``j`` out of the tree and makes it the
+    sibling of ``c``, split at ``height`` (the final width, below every
+    width of the annealing). Returns a new array.
+    """
+    tree = tree.copy()
+    for j, c in moves:
+        tree[j], tree[:, j] = tree[c], tree[c]
+        tree[j, c] = tree[c, j] = height
+        tree[j, j] = 0.0
+    return tree
 
 
 def _final_phase(
-    rows, centers, act, sigma_cap, path, n_iter, max_iter, polish, verbose
-):
+    rows, centers, act, sigma_cap, tree, path, n_iter, max_iter, polish, verbose,
+    *, from_init=False, lifetimes=None,
+):  # fmt: skip
     """Lloyd to label stability, the polish, the certificate; the result.
 
     ``n_iter`` counts the iterations before this phase (the annealing's, or
-    KMeans's run from an explicit init: that run is then the one ``n_iter_``
-    reports, the Lloyd run here only confirming or finishing it).
+    KMeans's run from an explicit init, ``from_init``: that run is then the
+    one ``n_iter_`` reports, the Lloyd run here only confirming or finishing
+    it). ``tree`` holds the copies' split widths before the polish.
     """
-    from_init = len(path.sigma) == 0
     centers, it, conv = lloyd(rows, centers, max_iter)
-    n_moves, it_final = 0, (n_iter if from_init else it)
+    moves, it_final = [], (n_iter if from_init else it)
     if polish:
         # Split/merge moves from the hard solution; each ends on a Lloyd
         # fixed point, and the certificate below is computed afresh.
-        centers, _, n_moves, it_polish, it_move = polish_search(
+        centers, _, moves, it_polish, it_move = polish_search(
             rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
         )
         it += it_polish
-        it_final = it_move if n_moves else it_final
+        it_final = it_move if moves else it_final
     sigma, certified = certify(rows, centers, sigma_cap)
     res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
     n_distinct = np.unique(centers, axis=0).shape[0]
@@ -495,9 +734,10 @@ def _final_phase(
         print(
             f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, Lloyd "
             f"{'converged' if conv else 'stopped'} after {it} iterations, "
-            f"{n_moves} polish moves, inertia {res.inertia:.6g}, "
+            f"{len(moves)} polish moves, inertia {res.inertia:.6g}, "
             f"certified {certified}."
         )
     return path.result(
-        centers, sigma, n_iter + it, it_final, conv, certified, act, n_moves
+        centers, sigma, n_iter + it, it_final, conv, certified, act, len(moves),
+        _polish_tree(tree, moves, sigma), lifetimes=lifetimes,
     )  # fmt: skip

@@ -1,21 +1,34 @@
 """AnnealedRBFKMeans: the estimator around the annealing schedule of ``_anneal``."""
 
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
+from scipy.cluster.hierarchy import linkage
+from scipy.spatial.distance import squareform
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
 from . import _dask, _dask_fit
-from ._anneal import anneal, first_critical_sigma, kmeans_from_init
+from ._anneal import anneal, anneal_auto, first_critical_sigma, kmeans_from_init
 from ._assign import ACTIVATIONS
 from ._base import _BaseRBFKMeans, _tolerance
 from ._engine import squared_norms
 from ._rows import MemoryRows
 from ._threads import one_blas_thread
 from ._validation import warn_user
+
+
+def _linkage(cophenetic):
+    """SciPy linkage matrix of the clusters' split widths (an ultrametric).
+
+    Single linkage reproduces an ultrametric's heights exactly; leaf ``i``
+    is row ``i``. One cluster gives an empty (0, 4) array.
+    """
+    if cophenetic.shape[0] < 2:
+        return np.zeros((0, 4))
+    return linkage(squareform(cophenetic, checks=False), method="single")
 
 
 def _mass_unit(sample_weight):
@@ -43,8 +56,12 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
     Parameters
     ----------
-    n_clusters : int, default=8
-        The number of centres.
+    n_clusters : int or "auto", default=8
+        The number of centres. ``"auto"`` chooses it from the annealing path
+        (see Notes, "Choosing the number of clusters"): the count of
+        distinct centres that lives over the longest range of widths,
+        between 2 and ``max_clusters`` (1 only when the data never split).
+        Needs ``init="anneal"`` and ``sigma_end="auto"``.
     sigma_start : float or "auto", default="auto"
         Initial width. ``"auto"``: just above the first critical width,
         ``sigma^2 = 0.55 c lambda_max`` of the weighted covariance of ``X``,
@@ -103,6 +120,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         Accepted for compatibility with KMeans, with its validation: the
         two algorithms of KMeans give the same result and differ in speed
         only, and the fit does not depend on this choice.
+    max_clusters : int, default=20
+        With ``n_clusters="auto"``, the largest count considered: the
+        schedule anneals until more than ``max_clusters`` distinct centres
+        exist (or no group can split). At most the number of samples.
+        Unused with an integer ``n_clusters``.
     polish : bool, default=True
         With ``sigma_end="auto"``, improve the hard solution by the
         deterministic split/merge moves of :func:`kmeans_polish` before it is
@@ -112,8 +134,32 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
     Attributes
     ----------
-    cluster_centers_ : ndarray of shape (n_clusters, n_features)
+    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
         The centres.
+    n_clusters_ : int
+        The number of centres: ``n_clusters``, or the count chosen with
+        ``n_clusters="auto"``.
+    cluster_count_lifetimes_ : ndarray of shape (n_counts,)
+        Entry ``c - 1`` is the lifetime of ``c`` distinct centres: the total
+        log-width ``sum log(sigma_s / sigma_{s+1})`` over the stages ``s``
+        whose equilibrium had ``c`` distinct centres (each stage's count
+        holds until the next stage). The lifetimes add up to the log-range
+        of widths annealed. With an integer ``n_clusters`` they are
+        measured on ``sigma_path_`` (up to the largest count on it); with
+        ``"auto"``, on the exploration up to ``max_clusters`` (a count that
+        can no longer split lives for ever: ``inf``).
+    split_linkage_ : ndarray of shape (n_clusters_ - 1, 4)
+        The history of splits as a SciPy linkage matrix
+        (:func:`scipy.cluster.hierarchy.dendrogram` draws it): leaf ``i``
+        is cluster ``i`` (label ``i``), and two clusters join at the width
+        of the split that separated their lineages (a critical width in
+        ``critical_sigmas_``). Groups that merge back take the larger of
+        their two split widths; a group dropped as too light leaves the
+        tree. Each move of the polish takes a cluster out of the tree and
+        makes it the sibling of the cluster it split, at ``sigma_`` (below
+        every width of the schedule). Without annealing (an explicit
+        ``init``) all clusters join at the first critical width. Empty,
+        of shape (0, 4), for a single cluster.
     labels_ : ndarray of shape (n_samples,)
         Nearest centre of each training sample (int32); equals
         ``predict(X)``.
@@ -182,9 +228,29 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     sqrt(lambda_max) v_j``. Splitting one group per cooling step, by that
     score, follows the K-Means objective rather than the data's hierarchy.
 
+    **Choosing the number of clusters.** As the width shrinks, the number of
+    distinct centres at equilibrium grows at the critical widths; a count
+    that persists over a long range of widths is a structure of the data
+    (clusters well apart relative to their spread), a count that lasts one
+    cooling step is not. With ``n_clusters="auto"`` the schedule runs as for
+    ``max_clusters + 1`` clusters until more than ``max_clusters`` distinct
+    centres exist; up to that point its path is the one every fit with at
+    least that many clusters follows (the split decisions do not depend on
+    the number of clusters). The count with the longest lifetime
+    (``cluster_count_lifetimes_``, in log-width) from 2 up is chosen (the
+    smallest among equal lifetimes), and the fit continues from the first
+    stage that had that count exactly as ``n_clusters=n_clusters_`` does
+    from there: the result, path and all, equals that fit's, except
+    ``n_iter_total_`` (which includes the exploration) and
+    ``cluster_count_lifetimes_``. One cluster has no lifetime of its own
+    (it starts at ``sigma_start``): it is chosen only when the data never
+    split. The rule finds clusters that are separated relative to their
+    own spread; it is not a test of clustering tendency.
+
     On a dask array or DataFrame (the ``dask`` extra) the schedule, the
     polish and the ``*_path_`` attributes are computed in memory on a uniform
-    sample of ``min(n_samples, max(10000, 100 n_clusters))`` rows with their
+    sample of ``min(n_samples, max(10000, 100 n_clusters))`` rows
+    (``max_clusters`` for ``"auto"``) with their
     weights (all rows when there are no more); the final phase (Lloyd until
     the centres stop changing, or EM at a float ``sigma_end``) and the
     certificate run on every row, one ``compute`` per iteration.
@@ -217,6 +283,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
     _parameter_constraints: dict = {
         **_BaseRBFKMeans._parameter_constraints,
+        "n_clusters": [
+            Interval(Integral, 1, None, closed="left"),
+            StrOptions({"auto"}),
+        ],
+        "max_clusters": [Interval(Integral, 1, None, closed="left")],
         "sigma_start": [
             Interval(Real, 0, None, closed="neither"),
             StrOptions({"auto"}),
@@ -251,6 +322,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         random_state=None,
         copy_x=True,
         algorithm="lloyd",
+        max_clusters=20,
         polish=True,
     ):
         self.n_clusters = n_clusters
@@ -266,10 +338,32 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.random_state = random_state
         self.copy_x = copy_x
         self.algorithm = algorithm
+        self.max_clusters = max_clusters
         self.polish = polish
 
     def _final_activation(self):
         return self._activation
+
+    def _requested_clusters(self):
+        if self.n_clusters == "auto":
+            return self.max_clusters, "max_clusters"
+        return self.n_clusters, "n_clusters"
+
+    def _check_auto(self):
+        """Raise for the settings ``n_clusters="auto"`` cannot work with."""
+        if self.n_clusters != "auto":
+            return
+        if not (isinstance(self.init, str) and self.init == "anneal"):
+            raise ValueError(
+                'n_clusters="auto" chooses the count along the annealing '
+                'path from the data mean: it needs init="anneal", got '
+                f"init={self.init!r}."
+            )
+        if self.sigma_end != "auto":
+            raise ValueError(
+                'n_clusters="auto" needs sigma_end="auto" (the count is chosen '
+                f"for the hard solution), got sigma_end={self.sigma_end!r}."
+            )
 
     @_fit_context(prefer_skip_nested_validation=True)
     @one_blas_thread
@@ -293,6 +387,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self : object
             Fitted estimator.
         """
+        self._check_auto()
         if _dask.is_dask_collection(X):
             rows, result, final = _dask_fit.fit_annealed(self, X, sample_weight)
             self._apply(rows, result, final[2], final)
@@ -357,6 +452,19 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                     polish=self.polish,
                     verbose=self.verbose,
                 )
+            elif self.n_clusters == "auto":
+                result = anneal_auto(
+                    rows,
+                    self.max_clusters,
+                    sigma_start=sigma_start,
+                    cooling=self.cooling,
+                    activation=self.activation,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    mass_unit=_mass_unit(sample_weight),
+                    polish=self.polish,
+                    verbose=self.verbose,
+                )
             else:
                 result = anneal(
                     rows,
@@ -407,6 +515,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.activation_path_ = result.activation_path
         self.critical_sigmas_ = result.critical_sigmas * scale
         self.n_polish_moves_ = result.n_polish_moves
+        self.n_clusters_ = result.centers.shape[0]
+        self.cluster_count_lifetimes_ = result.count_lifetimes
+        self.split_linkage_ = _linkage(result.cophenetic * scale)
         self._warn_not_converged(": the final phase")
         counts, inertia = (None, None) if final is None else final[:2]
         self._set_fitted(rows, result.centers, self.sigma_, counts, inertia)

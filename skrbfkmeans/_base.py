@@ -140,8 +140,12 @@ class _BaseRBFKMeans(
 
     def _validate_fit_data(self, X, sample_weight):
         X = self._validate_X(X)
-        check_n_samples(X.shape[0], self.n_clusters)
+        check_n_samples(X.shape[0], *self._requested_clusters())
         return X, check_sample_weight(sample_weight, X)
+
+    def _requested_clusters(self):
+        """Return the most clusters the fit may need, and the parameter asking."""
+        return self.n_clusters, "n_clusters"
 
     def _check_test_data(self, X):
         return validate_data(
@@ -272,10 +276,11 @@ class _BaseRBFKMeans(
         self._warn_distinct(int(np.count_nonzero(counts)), sigma)
 
     def _warn_distinct(self, distinct, sigma):
-        if distinct < self.n_clusters:
+        n_clusters = self.cluster_centers_.shape[0]
+        if distinct < n_clusters:
             warn_user(
                 f"Number of distinct clusters ({distinct}) found smaller than "
-                f"n_clusters ({self.n_clusters}). Possibly due to duplicate "
+                f"n_clusters ({n_clusters}). Possibly due to duplicate "
                 f"points in X, or to a width (sigma_={sigma:.3g}) at which "
                 "centres merge.",
                 ConvergenceWarning,
@@ -360,7 +365,7 @@ class _BaseRBFKMeans(
                 self._offset_as(X),
             )
         offset = self._offset_as(X)
-        resp = np.empty((X.shape[0], self.n_clusters), dtype=X.dtype)
+        resp = np.empty((X.shape[0], self.cluster_centers_.shape[0]), dtype=X.dtype)
         return responsibilities(
             X,
             self._centers_as(X),

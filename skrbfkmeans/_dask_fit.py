@@ -7,6 +7,9 @@ attributes and the warnings are the estimators' own, shared with the NumPy
 fit.
 """
 
+import numpy as np
+from scipy.cluster.hierarchy import cophenet
+from scipy.spatial.distance import squareform
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _is_arraylike_not_scalar
@@ -36,6 +39,13 @@ def prepare_rbf_kmeans(est, X, sample_weight):
     return rows, init, Xs, ws, mean_var * est.tol, random_state
 
 
+def _cophenetic(Z, n_clusters):
+    """Return the clusters' split widths (square) from a linkage matrix."""
+    if n_clusters < 2:
+        return np.zeros((n_clusters, n_clusters))
+    return squareform(cophenet(Z))
+
+
 def fit_annealed(est, X, sample_weight):
     """``AnnealedRBFKMeans.fit`` on dask input; see its Notes.
 
@@ -46,10 +56,11 @@ def fit_annealed(est, X, sample_weight):
     rescaled) whose path is the sample's, and the final pass's
     ``(label counts, inertia, objective)``.
     """
-    rows = DaskRows(est, X, sample_weight, est.n_clusters)
+    n_clusters, _ = est._requested_clusters()
+    rows = DaskRows(est, X, sample_weight, n_clusters)
     est._units = Units()
     random_state = check_random_state(est.random_state)
-    Xs, ws, _ = rows.sample(sample_size(rows.n_samples, est.n_clusters), random_state)
+    Xs, ws, _ = rows.sample(sample_size(rows.n_samples, n_clusters), random_state)
     sub = clone(est).set_params(random_state=random_state).fit(Xs, sample_weight=ws)
     act = sub._activation
     if est.sigma_end == "auto":
@@ -84,5 +95,7 @@ def fit_annealed(est, X, sample_weight):
         activation_path=sub.activation_path_,
         critical_sigmas=sub.critical_sigmas_,
         n_polish_moves=sub.n_polish_moves_,
+        cophenetic=_cophenetic(sub.split_linkage_, sub.n_clusters_),
+        count_lifetimes=sub.cluster_count_lifetimes_,
     )
     return rows, result, rows.final(centers, sigma, act)

@@ -94,9 +94,10 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
     Returns the centres, their inertia (from the search's last full pass),
-    the number of moves kept, every Lloyd iteration of the search, and those
-    of the run that produced the centres (the first, or the last kept
-    move's).
+    the moves kept (pairs ``(j, c)``: centre ``j`` left its cluster, and
+    centres ``c`` and ``j`` took the two halves of cluster ``c``), every
+    Lloyd iteration of the search, and those of the run that produced the
+    centres (the first, or the last kept move's).
 
     Every Lloyd run is incremental (``_lloyd.IncrementalLloyd``): a trial
     move starts from the current labels, and an iteration recomputes only
@@ -108,9 +109,9 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     n_iter, _ = state.run(max_iter)
     n_iter_last = n_iter
     inertia = state.inertia()
-    n_moves = 0
+    moves = []
     k = centers.shape[0]
-    while k > 1 and (max_moves is None or n_moves < max_moves):
+    while k > 1 and (max_moves is None or len(moves) < max_moves):
         pairs, children = _candidates(X, w, state.centers, offset, x_sq)
         for _, j, c in pairs:
             trial = state.copy()
@@ -120,11 +121,11 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
             trial_inertia = trial.inertia()
             if trial_inertia < inertia:
                 state, inertia, n_iter_last = trial, trial_inertia, it
-                n_moves += 1
+                moves.append((j, c))
                 break
         else:
             break  # a whole pass kept nothing
-    return state.centers, inertia, n_moves, n_iter, n_iter_last
+    return state.centers, inertia, moves, n_iter, n_iter_last
 
 
 @validate_params(
@@ -214,9 +215,9 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     # leave the dtype's range); lengths and the inertia are mapped back.
     X, offset, centers, units = working_units(X, sample_weight, centers)
     x_sq = squared_norms(X, offset)
-    centers, _, n_moves, _, _ = polish(
+    centers, _, moves, _, _ = polish(
         X, sample_weight, centers, offset, x_sq, max_moves=max_moves
     )
     labels, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
     square = units.scale * units.scale
-    return units.to_user(centers), labels, inertia * square, n_moves
+    return units.to_user(centers), labels, inertia * square, len(moves)

@@ -52,9 +52,12 @@ def check_some_weight(any_positive):
         raise ValueError("Sample weights must contain at least one non-zero number.")
 
 
-def check_n_samples(n_samples, n_clusters, where=""):
-    """Raise KMeans's error when there are fewer samples than clusters."""
+def check_n_samples(n_samples, n_clusters, where="", name="n_clusters"):
+    """Raise KMeans's error when there are fewer samples than clusters.
+
+    ``name`` names the parameter that asks for ``n_clusters`` clusters.
+    """
     if n_samples < n_clusters:
         raise ValueError(
-            f"n_samples={n_samples} should be >= n_clusters={n_clusters}{where}."
+            f"n_samples={n_samples} should be >= {name}={n_clusters}{where}."
         )
