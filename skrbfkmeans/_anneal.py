@@ -442,7 +442,7 @@ def count_lifetimes(sigmas, counts, n_max=None, open_end=False):
     n_max = int(counts.max()) if n_max is None else n_max
     steps = np.log(np.asarray(sigmas[:-1]) / np.asarray(sigmas[1:]))
     lifetimes = np.bincount(counts[:-1] - 1, weights=steps, minlength=n_max)
-    lifetimes = lifetimes[:n_max]
+    lifetimes = lifetimes[:n_max].astype(np.float64)  # float, even for one stage
     if open_end:
         lifetimes[counts[-1] - 1] = np.inf
     return lifetimes

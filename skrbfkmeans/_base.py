@@ -140,7 +140,8 @@ class _BaseRBFKMeans(
 
     def _validate_fit_data(self, X, sample_weight):
         X = self._validate_X(X)
-        check_n_samples(X.shape[0], *self._requested_clusters())
+        n_clusters, name = self._requested_clusters()
+        check_n_samples(X.shape[0], n_clusters, name=name)
         return X, check_sample_weight(sample_weight, X)
 
     def _requested_clusters(self):

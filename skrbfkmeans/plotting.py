@@ -7,7 +7,12 @@ and ``import skrbfkmeans.plotting`` work, and stay fast, without it.
 import numpy as np
 from sklearn.utils.validation import check_array, check_is_fitted
 
-__all__ = ["plot_annealing_path", "plot_responsibilities"]
+__all__ = [
+    "plot_annealing_path",
+    "plot_cluster_lifetimes",
+    "plot_responsibilities",
+    "plot_split_tree",
+]
 
 
 def _import_matplotlib():
@@ -139,6 +144,141 @@ def plot_annealing_path(estimator, ax=None):
         f"{np.asarray(estimator.critical_sigmas_).size} splits"
     )
     ax.legend(fontsize="small")
+    return ax
+
+
+def _check_annealed(estimator, name):
+    check_is_fitted(estimator)
+    if not hasattr(estimator, "split_linkage_"):
+        raise TypeError(
+            f"{name} needs a fitted AnnealedRBFKMeans (an estimator with "
+            f"split_linkage_); got {type(estimator).__name__}."
+        )
+
+
+def plot_cluster_lifetimes(estimator, ax=None):
+    """Plot the lifetime of each count of distinct centres, the chosen one marked.
+
+    One bar per count ``c`` of distinct centres: the range of log-width over
+    which the annealing's equilibrium had ``c`` distinct centres
+    (``cluster_count_lifetimes_``). With ``n_clusters="auto"`` the longest
+    lived count from 2 up is the one chosen (``n_clusters_``); the bar of
+    ``n_clusters_`` is drawn in another colour (red). A count that can no
+    longer split (an infinite lifetime) is drawn as high as the longest
+    finite bar and hatched.
+
+    Parameters
+    ----------
+    estimator : AnnealedRBFKMeans
+        A fitted estimator.
+    ax : matplotlib Axes, default=None
+        Axes to draw on; a new figure is created when ``None``.
+
+    Returns
+    -------
+    ax : matplotlib Axes
+        The Axes drawn on: one bar (a patch) per count, in the order of the
+        counts.
+
+    See Also
+    --------
+    plot_split_tree : The splits as a dendrogram.
+    plot_annealing_path : The centre trajectories against the width.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from skrbfkmeans import AnnealedRBFKMeans
+    >>> from skrbfkmeans.plotting import plot_cluster_lifetimes
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(c, 0.3, size=(30, 2)) for c in (0, 5, 10)])
+    >>> est = AnnealedRBFKMeans("auto", max_clusters=6).fit(X)
+    >>> ax = plot_cluster_lifetimes(est)
+    >>> est.n_clusters_, len(ax.patches)
+    (3, 6)
+    """
+    _check_annealed(estimator, "plot_cluster_lifetimes")
+    if ax is None:
+        ax = _new_axes()
+    lifetimes = np.asarray(estimator.cluster_count_lifetimes_, dtype=np.float64)
+    counts = np.arange(1, lifetimes.size + 1)
+    finite = lifetimes[np.isfinite(lifetimes)]
+    top = finite.max() if finite.size and finite.max() > 0 else 1.0
+    heights = np.where(np.isfinite(lifetimes), lifetimes, top)
+    chosen = counts == estimator.n_clusters_
+    bars = ax.bar(counts, heights, color=np.where(chosen, "C3", "C0"))
+    for bar, lifetime in zip(bars, lifetimes):
+        if np.isinf(lifetime):
+            bar.set_hatch("//")
+    ax.set_xticks(counts)
+    ax.set_xlabel("number of distinct centres")
+    ax.set_ylabel(r"lifetime: range of $\log \sigma$")
+    if estimator.n_clusters == "auto":
+        title = f"chosen: {estimator.n_clusters_} clusters, the longest-lived count"
+    else:
+        title = f"{estimator.n_clusters_} clusters requested"
+    ax.set_title(title)
+    return ax
+
+
+def plot_split_tree(estimator, ax=None, **kwargs):
+    """Draw the splits of an annealing run as a dendrogram.
+
+    ``split_linkage_`` drawn by :func:`scipy.cluster.hierarchy.dendrogram`:
+    leaf ``i`` is cluster ``i`` (label ``i``) and two clusters join at the
+    width of the split that separated them (a polish move joins at the
+    final width).
+
+    Parameters
+    ----------
+    estimator : AnnealedRBFKMeans
+        A fitted estimator with at least two clusters.
+    ax : matplotlib Axes, default=None
+        Axes to draw on; a new figure is created when ``None``.
+    **kwargs
+        Passed to :func:`scipy.cluster.hierarchy.dendrogram` (for example
+        ``orientation`` or ``color_threshold``).
+
+    Returns
+    -------
+    ax : matplotlib Axes
+        The Axes drawn on (width axis linear, from 0); the leaves are
+        labelled with the cluster indices.
+
+    See Also
+    --------
+    plot_cluster_lifetimes : The lifetime of each count of centres.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np
+    >>> from skrbfkmeans import AnnealedRBFKMeans
+    >>> from skrbfkmeans.plotting import plot_split_tree
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.concatenate([rng.normal(c, 0.3, size=(30, 2)) for c in (0, 5, 10)])
+    >>> est = AnnealedRBFKMeans(3).fit(X)
+    >>> ax = plot_split_tree(est)
+    >>> sorted(t.get_text() for t in ax.get_xticklabels())
+    ['0', '1', '2']
+    """
+    _check_annealed(estimator, "plot_split_tree")
+    Z = np.asarray(estimator.split_linkage_)
+    if Z.shape[0] == 0:
+        raise ValueError("plot_split_tree needs at least two clusters; got one.")
+    from scipy.cluster.hierarchy import dendrogram
+
+    if ax is None:
+        ax = _new_axes()
+    kwargs.setdefault("labels", [str(i) for i in range(Z.shape[0] + 1)])
+    dendrogram(Z, ax=ax, **kwargs)
+    horizontal = kwargs.get("orientation", "top") in ("left", "right")
+    width_label = r"width $\sigma$ at which the clusters split"
+    (ax.set_xlabel if horizontal else ax.set_ylabel)(width_label)
+    (ax.set_ylabel if horizontal else ax.set_xlabel)("cluster (label)")
     return ax
 
 

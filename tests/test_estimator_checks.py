@@ -40,6 +40,7 @@ ESTIMATORS = [
     AnnealedRBFKMeans(n_clusters=2),
     AnnealedRBFKMeans(n_clusters=3, activation="entmax15"),
     AnnealedRBFKMeans(n_clusters=2, activation="softmax", sigma_end=0.05),
+    AnnealedRBFKMeans(n_clusters="auto", max_clusters=3),
 ]
 
 

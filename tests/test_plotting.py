@@ -17,7 +17,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans  # noqa: E402
 from skrbfkmeans.plotting import (  # noqa: E402
     plot_annealing_path,
+    plot_cluster_lifetimes,
     plot_responsibilities,
+    plot_split_tree,
 )
 
 X, _ = make_blobs(n_samples=120, centers=4, cluster_std=0.6, random_state=0)
@@ -147,3 +149,51 @@ def test_import_does_not_import_matplotlib():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "False"
+
+
+def test_cluster_lifetimes_bars_and_the_chosen_count():
+    # Check that one bar per count has the lifetime's height, that only the
+    # chosen count's bar has another colour, and that an infinite lifetime
+    # (a count that cannot split) is drawn hatched at the longest finite one.
+    est = AnnealedRBFKMeans("auto", max_clusters=8).fit(X)
+    ax = plot_cluster_lifetimes(est)
+    bars = ax.patches
+    assert len(bars) == 8
+    assert_allclose([b.get_height() for b in bars], est.cluster_count_lifetimes_)
+    assert [b.get_x() + b.get_width() / 2 for b in bars] == list(range(1, 9))
+    colors = [b.get_facecolor() for b in bars]
+    odd = [i for i, c in enumerate(colors) if c != colors[0]]
+    assert odd == [est.n_clusters_ - 1] and est.n_clusters_ == 4
+    assert "chosen: 4 clusters" in ax.get_title()
+    three = np.repeat([[0.0, 0.0], [9.0, 0.0], [0.0, 9.0]], 10, axis=0)
+    est = AnnealedRBFKMeans("auto", max_clusters=5).fit(three)
+    bars = plot_cluster_lifetimes(est).patches
+    finite = est.cluster_count_lifetimes_[:2]
+    assert bars[2].get_hatch() == "//" and bars[2].get_height() == finite.max()
+    assert bars[0].get_hatch() is None
+
+
+def test_split_tree_draws_the_linkage(annealed):
+    # Check that the dendrogram has one U per split at the linkage's
+    # heights and the cluster indices as leaf labels.
+    ax = plot_split_tree(annealed)
+    segments = [seg for coll in ax.collections for seg in coll.get_segments()]
+    assert len(segments) == 3
+    heights = sorted(seg[1, 1] for seg in segments)
+    assert_allclose(heights, np.sort(annealed.split_linkage_[:, 2]))
+    labels = sorted(t.get_text() for t in ax.get_xticklabels())
+    assert labels == ["0", "1", "2", "3"]
+    assert "width" in ax.get_ylabel()
+
+
+def test_tree_and_lifetimes_need_an_annealed_fit():
+    # Check the errors: an RBFKMeans (no split history), an unfitted
+    # estimator, a single cluster (no tree to draw).
+    with pytest.raises(TypeError, match="AnnealedRBFKMeans"):
+        plot_split_tree(RBFKMeans(2).fit(X))
+    with pytest.raises(TypeError, match="AnnealedRBFKMeans"):
+        plot_cluster_lifetimes(RBFKMeans(2).fit(X))
+    with pytest.raises(NotFittedError):
+        plot_split_tree(AnnealedRBFKMeans(2))
+    with pytest.raises(ValueError, match="at least two clusters"):
+        plot_split_tree(AnnealedRBFKMeans(1).fit(X))
