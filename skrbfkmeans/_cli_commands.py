@@ -39,7 +39,8 @@ def _cmd_cluster(args):
     start = time.perf_counter()
     resp = _fit(est, X)
     elapsed = time.perf_counter() - start
-    outputs = [(args.output, assignments_writer(est.labels_, resp, args.n_clusters))]
+    n_clusters = est.cluster_centers_.shape[0]
+    outputs = [(args.output, assignments_writer(est.labels_, resp, n_clusters))]
     if args.centers is not None:
         write = centers_writer(est.cluster_centers_, names, X.shape[1])
         outputs.append((args.centers, write))
@@ -55,7 +56,19 @@ def _check_cluster_args(args, n_samples):
         check_output(args.centers, "--centers", args)
         if same_file(args.centers, args.output):
             raise CLIError("--centers and --output are the same file")
-    if args.n_clusters > n_samples:
+    if args.n_clusters == "auto":
+        if not args.anneal:
+            raise CLIError("--n-clusters auto needs --anneal")
+        if args.max_clusters is None:
+            args.max_clusters = min(20, n_samples)
+        elif args.max_clusters > n_samples:
+            raise CLIError(
+                f"--max-clusters {args.max_clusters} is larger than the number "
+                f"of rows ({n_samples}) in {args.input}"
+            )
+    elif args.max_clusters is not None:
+        raise CLIError("--max-clusters needs --n-clusters auto")
+    elif args.n_clusters > n_samples:
         raise CLIError(
             f"--n-clusters {args.n_clusters} is larger than the number of rows "
             f"({n_samples}) in {args.input}"
@@ -77,6 +90,8 @@ def _build_estimator(args):
 
     extra = {} if args.max_iter is None else {"max_iter": args.max_iter}
     if args.anneal:
+        if args.max_clusters is not None:
+            extra["max_clusters"] = args.max_clusters
         return AnnealedRBFKMeans(
             n_clusters=args.n_clusters,
             activation=args.activation or "auto",
@@ -111,8 +126,11 @@ def _fit(est, X):
 def _cluster_summary(args, est, n_samples, elapsed):
     """Return the line ``cluster`` prints once its outputs are written."""
     certified = f", certified={est.certified_}" if args.anneal else ""
+    n_clusters = f"{est.cluster_centers_.shape[0]} clusters"
+    if args.n_clusters == "auto":
+        n_clusters += f" (auto, longest-lived of 1..{args.max_clusters})"
     return (
-        f"{type(est).__name__}: {n_samples} samples, {args.n_clusters} clusters, "
+        f"{type(est).__name__}: {n_samples} samples, {n_clusters}, "
         f"inertia {est.inertia_:.6g}, sigma {est.sigma_:.4g}{certified} "
         f"({elapsed:.2f} s); wrote {args.output}"
         + (f" and {args.centers}" if args.centers else "")

@@ -30,6 +30,18 @@ def _positive_int(text):
     return value
 
 
+def _n_clusters(text):
+    """Parse a positive integer, or ``auto``."""
+    if text == "auto":
+        return text
+    try:
+        return _positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected a positive integer or auto, got {text!r}"
+        ) from None
+
+
 def _positive_float(text):
     try:
         value = float(text)
@@ -107,10 +119,18 @@ def _add_cluster(sub):
     cluster.add_argument(
         "--n-clusters",
         "-k",
-        type=_positive_int,
+        type=_n_clusters,
         required=True,
         metavar="K",
-        help="number of clusters, at most the number of rows",
+        help="number of clusters, at most the number of rows; auto (with "
+        "--anneal): the count that lives longest along the annealing path",
+    )
+    cluster.add_argument(
+        "--max-clusters",
+        type=_positive_int,
+        metavar="M",
+        help="with --n-clusters auto, the largest count considered "
+        "(default: 20, or the number of rows if fewer)",
     )
     cluster.add_argument(
         "--output", "-o", required=True, metavar="OUT", help="the output .csv"

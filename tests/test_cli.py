@@ -124,6 +124,27 @@ SUBPROCESS_SIGNAL = {
 
 # More bad inputs, run in-process through main().
 IN_PROCESS_BAD = {
+    "n_clusters_auto_without_anneal": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "auto", "-o", "o.csv"],
+        "--n-clusters auto needs --anneal",
+    ),
+    "max_clusters_without_auto": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "--max-clusters", "5", "-o", "o.csv"],
+        "--max-clusters needs --n-clusters auto",
+    ),
+    "max_clusters_above_rows": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "auto", "--anneal", "--max-clusters", "41"]
+        + ["-o", "o.csv"],
+        "--max-clusters 41 is larger than the number of rows (40) in data.csv",
+    ),
+    "n_clusters_not_a_count": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "many", "-o", "o.csv"],
+        "expected a positive integer or auto, got 'many'",
+    ),
     "input_is_directory": (
         {"d.csv/keep.txt": "x"},
         ["cluster", "d.csv", "-k", "2", "-o", "o.csv"],
@@ -192,7 +213,7 @@ IN_PROCESS_BAD = {
     "zero_clusters": (
         {"data.csv": HEADER_CSV},
         ["cluster", "data.csv", "-k", "0", "-o", "o.csv"],
-        "expected a positive integer, got '0'",
+        "expected a positive integer or auto, got '0'",
     ),
     "missing_output_option": (
         {"data.csv": HEADER_CSV},
@@ -433,6 +454,30 @@ def test_cluster_anneal_verbose(tmp_path, monkeypatch, capsys):
     assert "(header detected)" not in out
     assert "certified=True" in out
     assert len(out.splitlines()) > 3
+
+
+def test_cluster_n_clusters_auto(tmp_path, monkeypatch, capsys):
+    # Check that --n-clusters auto --anneal chooses the count as
+    # AnnealedRBFKMeans(n_clusters="auto") does (max_clusters: 20, or the
+    # number of rows if fewer), writes that many responsibility columns and
+    # says so.
+    args = ["cluster", "data.csv", "-k", "auto", "--anneal", "-o", "out.csv"]
+    _, returncode, out, err = _run_main(
+        tmp_path, monkeypatch, capsys, {"data.csv": PLAIN_CSV}, args
+    )
+    assert returncode == 0, err
+    est = AnnealedRBFKMeans(n_clusters="auto", max_clusters=20).fit(X_BLOBS)
+    assert est.n_clusters_ == 3
+    rows = _read_rows(tmp_path / "out.csv")
+    assert rows[0] == ["label", "resp_0", "resp_1", "resp_2"]
+    assert_array_equal(np.array(rows[1:], dtype=float)[:, 0], est.labels_)
+    assert "3 clusters (auto, longest-lived of 1..20)" in out
+    small = {"data.csv": "".join(f"{a!r},{b!r}\n" for a, b in X_BLOBS[:12].tolist())}
+    _, returncode, out, err = _run_main(
+        tmp_path / "small", monkeypatch, capsys, small, args
+    )
+    assert returncode == 0, err
+    assert "longest-lived of 1..12" in out
 
 
 def test_cluster_force_overwrites_input(tmp_path, monkeypatch, capsys):
