@@ -448,16 +448,23 @@ def count_lifetimes(sigmas, counts, n_max=None, open_end=False):
     return lifetimes
 
 
-def choose_count(lifetimes):
-    """Return the longest-lived count from 2 up (smallest among equals), or 1.
+def choose_count(lifetimes, resolution):
+    """Return the longest-lived count from 2 up, or 1 if none lived.
 
-    One cluster is chosen only when no other count lived at all: its own
-    lifetime is measured from the starting width, which the schedule sets
-    just above the first critical width, so it says nothing about the data.
+    Lifetimes are known to ``resolution`` (one cooling step in log-width:
+    the schedule sees the counts only at its stages), so the counts within
+    ``resolution`` of the longest are equally long-lived: the smallest of
+    them is chosen. One cluster is chosen only when no other count lived
+    at all: its own lifetime is measured from the starting width, which the
+    schedule sets just above the first critical width, so it says nothing
+    about the data.
     """
     if lifetimes.size < 2 or not np.any(lifetimes[1:] > 0):
         return 1
-    return int(np.argmax(lifetimes[1:])) + 2
+    longest = lifetimes[1:].max()
+    if np.isinf(longest):
+        return int(np.argmax(lifetimes[1:])) + 2
+    return int(np.flatnonzero(lifetimes[1:] >= longest - resolution)[0]) + 2
 
 
 class _Snapshot(NamedTuple):
@@ -633,7 +640,8 @@ def anneal_auto(
     lifetimes = count_lifetimes(
         path.sigma, path.n, max_clusters, open_end=not explore.stopped
     )
-    k = choose_count(lifetimes)
+    # One cooling step in log-width: sigma^2 is multiplied by ``cooling``.
+    k = choose_count(lifetimes, -0.5 * np.log(cooling))
     if verbose:
         print(f"Chose {k} clusters: the longest-lived count.")
     snap = explore.snapshots[k]
