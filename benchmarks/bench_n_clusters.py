@@ -13,14 +13,15 @@ against the usual rules, each given the same range of counts:
 - ``HDBSCAN``: the number of clusters ``sklearn.cluster.HDBSCAN`` finds
   (defaults; noise is not a cluster).
 
-Thirteen data sets with an agreed number of clusters: nine generated sets of
-Gaussian blobs whose centres are drawn at least ``6 std`` apart (different
-K, dimensions, spreads and unequal sizes; ``blobs2-5sd`` has two blobs only
-5 std apart, the least separated), and four real ones with their number of
+Sixteen data sets with an agreed number of clusters: ten generated sets of
+Gaussian blobs whose centres are drawn at least ``4 std`` apart (different
+K from 3 to 16, dimensions from 2 to 50, spreads and unequal sizes), four
+uniform squares (clusters that are not Gaussian), two Gaussian blobs only
+5 std apart (the least separated), and four real sets with their number of
 classes: iris and wine (standardised), the handwritten digits and the
 breast-cancer data (standardised). Real classes are not always clusters:
-iris's two overlapping species and the digits' ten classes are not separated
-in the Euclidean geometry every rule here works in.
+iris's two overlapping species and the digits' ten classes are not
+separated in the Euclidean geometry every rule here works in.
 
 One BLAS/OpenMP thread; times are medians over ``--repeat`` runs. The last
 rows count the sets where each rule found the agreed K and sum the times.
@@ -44,7 +45,7 @@ from threadpoolctl import threadpool_limits
 from skrbfkmeans import AnnealedRBFKMeans
 
 
-def separated_blobs(sizes, n_features, stds, seed, min_sep=6.0):
+def separated_blobs(sizes, n_features, stds, seed, min_sep=4.0):
     """Blobs of the given sizes and stds, centres ``min_sep`` max-std apart.
 
     Centres are drawn uniformly in a box and redrawn until every pair is at

@@ -237,8 +237,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     centres exist; up to that point its path is the one every fit with at
     least that many clusters follows (the split decisions do not depend on
     the number of clusters). The count with the longest lifetime
-    (``cluster_count_lifetimes_``, in log-width) from 2 up is chosen (the
-    smallest among equal lifetimes), and the fit continues from the first
+    (``cluster_count_lifetimes_``, in log-width) from 2 up is chosen; the
+    schedule sees the counts at its stages only, so lifetimes within one
+    cooling step (``-0.5 log(cooling)`` in log-width) of the longest count
+    as equal, and the smallest of those counts is chosen. The fit continues from the first
     stage that had that count exactly as ``n_clusters=n_clusters_`` does
     from there: the result, path and all, equals that fit's, except
     ``n_iter_total_`` (which includes the exploration) and

@@ -17,6 +17,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 from test_polish import unequal_clusters
 
 from skrbfkmeans import AnnealedRBFKMeans
+from skrbfkmeans._anneal import choose_count, count_lifetimes
 
 # Every fitted attribute that the continuation must share with the fit at
 # n_clusters=n_clusters_ (all but n_iter_total_ and the lifetimes).
@@ -257,3 +258,32 @@ def test_dask_input_chooses_the_same_count():
     assert_array_equal(lazy.cluster_count_lifetimes_, mem.cluster_count_lifetimes_)
     assert_allclose(lazy.split_linkage_, mem.split_linkage_, rtol=1e-12)
     assert_allclose(lazy.cluster_centers_, mem.cluster_centers_, rtol=1e-12, atol=1e-12)
+
+
+def test_choose_count_rule():
+    # Check the choice on hand-made lifetimes: the longest from 2 up; counts
+    # within one resolution step of the longest are equal and the smallest
+    # of them wins; an infinite lifetime wins; 1 only when no other count
+    # lived; count 1's own lifetime never counts.
+    step = 0.05
+    assert choose_count(np.array([0.1, 0.3, 1.2, 0.2]), step) == 3
+    assert choose_count(np.array([0.1, 1.16, 1.2, 0.2]), step) == 2
+    assert choose_count(np.array([0.1, 1.1, 1.2, 0.2]), step) == 3
+    assert choose_count(np.array([0.1, 0.05, 0.05, 0.0527]), step) == 2
+    assert choose_count(np.array([0.1, 0.3, np.inf]), step) == 3
+    assert choose_count(np.array([5.0, 0.0, 0.0]), step) == 1
+    assert choose_count(np.array([np.inf]), step) == 1
+    assert choose_count(np.array([9.0, 0.2, 0.1]), step) == 2
+
+
+def test_count_lifetimes_definition():
+    # Check count_lifetimes on a hand-made path against the sums written
+    # out: stage s's count holds from sigma_s to sigma_{s+1}; counts that
+    # come back accumulate; open_end makes the last count infinite.
+    sigmas = np.array([8.0, 4.0, 2.0, 1.0, 0.5])
+    counts = np.array([1, 2, 3, 2, 3])
+    expected = [np.log(2), 2 * np.log(2), np.log(2)]
+    assert_allclose(count_lifetimes(sigmas, counts), expected, rtol=1e-15)
+    assert_allclose(count_lifetimes(sigmas, counts, 5)[3:], 0.0)
+    assert count_lifetimes(sigmas, counts, open_end=True)[2] == np.inf
+    assert_allclose(count_lifetimes([3.0], [1]), [0.0])
