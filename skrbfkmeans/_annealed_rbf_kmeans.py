@@ -134,7 +134,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
     Attributes
     ----------
-    cluster_centers_ : ndarray of shape (n_clusters_, n_features)
+    cluster_centers_ : ndarray of shape (`n_clusters_`, n_features)
         The centres.
     n_clusters_ : int
         The number of centres: ``n_clusters``, or the count chosen with
@@ -148,7 +148,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         measured on ``sigma_path_`` (up to the largest count on it); with
         ``"auto"``, on the exploration up to ``max_clusters`` (a count that
         can no longer split lives for ever: ``inf``).
-    split_linkage_ : ndarray of shape (n_clusters_ - 1, 4)
+    split_linkage_ : ndarray of shape (`n_clusters_` - 1, 4)
         The history of splits as a SciPy linkage matrix
         (:func:`scipy.cluster.hierarchy.dendrogram` draws it): leaf ``i``
         is cluster ``i`` (label ``i``), and two clusters join at the width
@@ -240,11 +240,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     (``cluster_count_lifetimes_``, in log-width) from 2 up is chosen; the
     schedule sees the counts at its stages only, so lifetimes within one
     cooling step (``-0.5 log(cooling)`` in log-width) of the longest count
-    as equal, and the smallest of those counts is chosen. The fit continues from the first
-    stage that had that count exactly as ``n_clusters=n_clusters_`` does
-    from there: the result, path and all, equals that fit's, except
-    ``n_iter_total_`` (which includes the exploration) and
-    ``cluster_count_lifetimes_``. One cluster has no lifetime of its own
+    as equal, and the smallest of those counts is chosen. The fit continues
+    from the first stage that had that count exactly as
+    ``n_clusters=n_clusters_`` does from there: the result, path and all,
+    equals that fit's, except ``n_iter_total_`` (which includes the
+    exploration) and ``cluster_count_lifetimes_``. One cluster has no lifetime of its own
     (it starts at ``sigma_start``): it is chosen only when the data never
     split. The rule finds clusters that are separated relative to their
     own spread; it is not a test of clustering tendency.
@@ -279,8 +279,17 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     >>> np.sort(km.cluster_centers_, axis=0)
     array([[ 1.,  2.],
            [10.,  2.]])
-    >>> km.n_distinct_centers_path_[0], km.n_distinct_centers_path_[-1]
-    (np.int64(1), np.int64(2))
+    >>> print(km.n_distinct_centers_path_[0], km.n_distinct_centers_path_[-1])
+    1 2
+
+    With ``n_clusters="auto"`` the number of clusters is the count of
+    distinct centres that lives longest along the annealing path:
+
+    >>> rng = np.random.default_rng(0)
+    >>> blobs = np.concatenate([rng.normal(c, 0.3, size=(30, 2)) for c in (0, 5, 10)])
+    >>> auto = AnnealedRBFKMeans(n_clusters="auto", max_clusters=8).fit(blobs)
+    >>> auto.n_clusters_, auto.split_linkage_.shape
+    (3, (2, 4))
     """
 
     _parameter_constraints: dict = {
