@@ -244,10 +244,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     from the first stage that had that count exactly as
     ``n_clusters=n_clusters_`` does from there: the result, path and all,
     equals that fit's, except ``n_iter_total_`` (which includes the
-    exploration) and ``cluster_count_lifetimes_``. One cluster has no lifetime of its own
-    (it starts at ``sigma_start``): it is chosen only when the data never
-    split. The rule finds clusters that are separated relative to their
-    own spread; it is not a test of clustering tendency.
+    exploration) and ``cluster_count_lifetimes_``. One cluster has no
+    lifetime of its own (it starts at ``sigma_start``): it is chosen only
+    when the data never split. The rule finds clusters that are separated
+    relative to their own spread; it is not a test of clustering tendency.
 
     On a dask array or DataFrame (the ``dask`` extra) the schedule, the
     polish and the ``*_path_`` attributes are computed in memory on a uniform
