@@ -258,10 +258,11 @@ class DaskRows:
     weights, which raise the ``ValueError`` the NumPy path raises.
     """
 
-    def __init__(self, estimator, X, sample_weight, n_clusters):
+    def __init__(self, estimator, X, sample_weight):
         self.dask, _ = import_dask()
         X = as_dask_array(estimator, X, reset=True)
-        check_n_samples(X.shape[0], n_clusters)
+        n_clusters, name = estimator._requested_clusters()
+        check_n_samples(X.shape[0], n_clusters, name=name)
         w = _as_dask_weights(sample_weight, X)
         self.X, self.w = X, w
         self.dtype = X.dtype

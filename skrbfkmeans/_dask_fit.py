@@ -27,7 +27,7 @@ def prepare_rbf_kmeans(est, X, sample_weight):
     and ``sigma="auto"`` use the in-memory sample ``Xs, ws``; the tolerance
     is scaled by the weighted variance of all rows.
     """
-    rows = DaskRows(est, X, sample_weight, est.n_clusters)
+    rows = DaskRows(est, X, sample_weight)
     # Dask rows are not rescaled: the fit works in the user's units.
     est._units = Units()
     est._init_is_array = _is_arraylike_not_scalar(est.init)
@@ -57,7 +57,7 @@ def fit_annealed(est, X, sample_weight):
     ``(label counts, inertia, objective)``.
     """
     n_clusters, _ = est._requested_clusters()
-    rows = DaskRows(est, X, sample_weight, n_clusters)
+    rows = DaskRows(est, X, sample_weight)
     est._units = Units()
     random_state = check_random_state(est.random_state)
     Xs, ws, _ = rows.sample(sample_size(rows.n_samples, n_clusters), random_state)

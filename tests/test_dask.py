@@ -275,7 +275,7 @@ def test_certificate_checks_every_row_explicitly(client):
 
     X = np.array([[0.0], [2.0], [4.0], [10.0], [12.0], [14.0]]) * 1e-20
     Xd = da.from_array(X, chunks=(2, 1))
-    rows = DaskRows(RBFKMeans(2), Xd, None, 2)
+    rows = DaskRows(RBFKMeans(2), Xd, None)
     centers = np.array([[2.0], [12.0]]) * 1e-20
     _, certified = certify(rows, centers, 1e-20)
     assert certified is True

@@ -258,6 +258,8 @@ def test_dask_input_chooses_the_same_count():
     assert_array_equal(lazy.cluster_count_lifetimes_, mem.cluster_count_lifetimes_)
     assert_allclose(lazy.split_linkage_, mem.split_linkage_, rtol=1e-12)
     assert_allclose(lazy.cluster_centers_, mem.cluster_centers_, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="should be >= max_clusters=500"):
+        AnnealedRBFKMeans("auto", max_clusters=500).fit(da.from_array(X, chunks=100))
 
 
 def test_choose_count_rule():
