@@ -433,6 +433,15 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         if from_init and sigma_end is None:
             kmeans_tol = _tolerance(X, np.ones_like(sample_weight), self.tol)
             sigma_cap = first_critical_sigma(X, sample_weight, offset, x_sq, act)
+        schedule = dict(
+            cooling=self.cooling,
+            activation=self.activation,
+            max_iter=self.max_iter,
+            tol=self.tol,
+            mass_unit=_mass_unit(sample_weight),
+            polish=self.polish,
+            verbose=self.verbose,
+        )
         best = None
         for _ in range(n_init):
             if anneal_init:
@@ -465,16 +474,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 )
             elif self.n_clusters == "auto":
                 result = anneal_auto(
-                    rows,
-                    self.max_clusters,
-                    sigma_start=sigma_start,
-                    cooling=self.cooling,
-                    activation=self.activation,
-                    max_iter=self.max_iter,
-                    tol=self.tol,
-                    mass_unit=_mass_unit(sample_weight),
-                    polish=self.polish,
-                    verbose=self.verbose,
+                    rows, self.max_clusters, sigma_start=sigma_start, **schedule
                 )
             else:
                 result = anneal(
@@ -483,13 +483,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                     init_centers=init_centers,
                     sigma_start=sigma_start,
                     sigma_end=sigma_end,
-                    cooling=self.cooling,
-                    activation=self.activation,
-                    max_iter=self.max_iter,
-                    tol=self.tol,
-                    mass_unit=_mass_unit(sample_weight),
-                    polish=self.polish,
-                    verbose=self.verbose,
+                    **schedule,
                 )
             key = result.inertia_path[-1] if sigma_end is None else None
             key = result.objective_path[-1] if key is None else key
