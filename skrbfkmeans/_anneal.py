@@ -26,6 +26,13 @@ or ``max_iter`` iterations. Between stages:
    certifies the result: if every sample's margin ``d_(2) - d_(1)`` is at least
    ``4 sigma^2``, entmax-1.5 at ``sigma`` is exactly one-hot and the Lloyd
    fixed point is exactly its fixed point.
+
+The groups keep their history of splits (the split tree, whose heights are
+the widths at which lineages separated). ``anneal_auto`` runs the same
+schedule for ``n_clusters="auto"``: it records the counts of distinct
+centres until more than ``max_clusters`` exist, chooses the longest-lived
+count (``count_lifetimes``, ``choose_count``) and resumes from the first
+stage with that count as a fit with that many clusters would.
 """
 
 from typing import NamedTuple
@@ -414,16 +421,23 @@ def _extrapolate(centers, step, last_step):
     return centers + float(min(rho / (1.0 - rho), 10.0)) * step
 
 
-def _initial_groups(rows, n_clusters, init_centers):
-    """One group at the weighted mean, or one group per initial centre."""
+def _initial_groups(rows, n_clusters, init_centers, sigma_start):
+    """One group at the weighted mean, or one group per initial centre.
+
+    Initial centres are distinct from the start: in the split tree they are
+    separated at the starting width.
+    """
     W = float(rows.w.sum())
     if init_centers is None:
         mean = _weighted_mean(rows.X, rows.w)
         return _Groups(mean, np.array([W]), np.zeros(n_clusters, dtype=np.intp))
+    tree = np.full((n_clusters, n_clusters), float(sigma_start))
+    np.fill_diagonal(tree, 0.0)
     return _Groups(
         np.array(init_centers, dtype=rows.X.dtype),
         np.full(n_clusters, W / n_clusters),
         np.arange(n_clusters),
+        tree,
     )
 
 
@@ -585,7 +599,7 @@ def anneal(
     ``activation`` is "auto", "softmax" or "entmax15"; ``mass_unit`` is the
     weight of one sample for the split and drop thresholds.
     """
-    groups = _initial_groups(rows, n_clusters, init_centers)
+    groups = _initial_groups(rows, n_clusters, init_centers, sigma_start)
     sched = _Schedule(
         rows, n_clusters, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
     )
@@ -627,7 +641,7 @@ def anneal_auto(
     The result's path is that fit's; its lifetimes are the exploration's.
     """
     k_explore = max_clusters + 1
-    groups = _initial_groups(rows, k_explore, None)
+    groups = _initial_groups(rows, k_explore, None, sigma_start)
     sched = _Schedule(
         rows, k_explore, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
     )

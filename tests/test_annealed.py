@@ -430,6 +430,8 @@ def test_explicit_sigma_start_anneals_from_init(kind, global_random_seed):
     assert_allclose(km.centers_path_[0], fixed, rtol=0, atol=tol)
     assert np.linalg.norm(km.centers_path_[0] - X.mean(axis=0), axis=1).min() > 2.0
     assert km.certified_ is True
+    # The initial centres are separated from the start: at sigma_start.
+    assert km.split_linkage_[:, 2].max() == pytest.approx(sigma0, rel=1e-12)
 
 
 def test_array_init_with_float_sigma_end_is_em_there(global_random_seed):
