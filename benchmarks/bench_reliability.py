@@ -432,6 +432,9 @@ def family_scales():
         Cu = C0.astype(dtype)
         ref_rbf = quietly(lambda: fit_ref(RBFKMeans(3, init=Xu[idx]).fit(Xu)))
         ref_ann = quietly(lambda: fit_ref(AnnealedRBFKMeans(3).fit(Xu)))
+        ref_auto = quietly(
+            lambda: fit_ref(AnnealedRBFKMeans("auto", max_clusters=6).fit(Xu))
+        )
         c, lab, inertia, _ = quietly(kmeans_polish, Xu, Cu)
         ref_pol = (lab, c.astype(np.float64), inertia)
         ref_loss = {
@@ -485,6 +488,14 @@ def family_scales():
                 lambda X=X: AnnealedRBFKMeans(3).fit(X),
                 lambda est, caught, a=a, X=X: check_annealed(est, X, ref_ann, a, rtol),
                 expect=zone(a, ref_ann[2], conservative0),
+                keywords=("large", "overflow"),
+            )
+            api_case(
+                fam,
+                f"AnnealedRBFKMeans('auto') {tag}",
+                lambda X=X: AnnealedRBFKMeans("auto", max_clusters=6).fit(X),
+                lambda est, caught, a=a, X=X: check_annealed(est, X, ref_auto, a, rtol),
+                expect=zone(a, ref_auto[2], conservative0),
                 keywords=("large", "overflow"),
             )
             api_case(
@@ -545,6 +556,9 @@ def family_offsets():
         ).fit(X),
         "RBFKMeans(init=rows)": lambda X: RBFKMeans(3, init=X[idx]).fit(X),
         "AnnealedRBFKMeans": lambda X: AnnealedRBFKMeans(3).fit(X),
+        "AnnealedRBFKMeans('auto')": lambda X: AnnealedRBFKMeans(
+            "auto", max_clusters=6
+        ).fit(X),
     }
     for dtype, rtol, offsets in (
         (np.float64, 1e-6, (0.0, 1e3, 1e6, 1e8, 1e10, 1e12)),
