@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 # -- Project ------------------------------------------------------------------
 
 project = "skrbfkmeans"
-copyright = "the skrbfkmeans developers"
+copyright = "The skrbfkmeans developers"
 release = skrbfkmeans.__version__
 version = ".".join(release.split(".")[:2])
 
