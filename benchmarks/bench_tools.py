@@ -90,8 +90,8 @@ def machine():
     model = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if "model name" in line]
-        model = names[0] if names else model
+            names = [line.split(":", 1)[1] for line in f if "model name" in line]
+        model = names[0].strip() if names else model
     except OSError:
         pass
     return f"{model}, {os.cpu_count()} cores, {platform.system()}"
