@@ -11,7 +11,7 @@ returns a lazy dask array.
 This example starts a small :class:`dask.distributed.LocalCluster` in this
 process (``processes=False``: threads, no new processes), fits on a chunked
 array and closes the cluster. On a real cluster, pass its address to
-:class:`~dask.distributed.Client` instead; nothing else changes.
+:class:`~dask.distributed.Client` instead; the rest of the code is the same.
 """
 
 # %%

@@ -29,8 +29,9 @@ class RBFKMeans(_BaseRBFKMeans):
     the scores ``-||x_i - mu_j||^2 / (2 sigma^2)`` through softmax or
     entmax-1.5, and the centres are the responsibility-weighted means (EM).
     As ``sigma -> 0`` this is Lloyd's algorithm; entmax-1.5 reaches it
-    exactly at a finite width. A drop-in replacement for
-    :class:`sklearn.cluster.KMeans` that also gives ``predict_proba``.
+    exactly at a finite width. It has the parameters, attributes and methods
+    of :class:`sklearn.cluster.KMeans` and also gives ``predict_proba``; at
+    ``sigma=0`` its fit is KMeans's.
 
     Parameters
     ----------
