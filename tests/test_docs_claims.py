@@ -6,6 +6,7 @@ README's test command is the one CI runs; the partial_fit claim is the one
 its test asserts; ``kmeans_polish(random_state=...)`` is deprecated.
 """
 
+import inspect
 import math
 import re
 import warnings
@@ -27,7 +28,7 @@ def _read(relative):
 
 def _section(docstring, title):
     """The lines of a numpydoc section, up to the next underlined title."""
-    lines = docstring.splitlines()
+    lines = inspect.cleandoc(docstring).splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip() == title) + 2
     stop = next(
         (
@@ -63,7 +64,7 @@ def test_rbf_kmeans_docstring_lists_every_fitted_attribute():
     documented = {
         line.split(" : ")[0].strip()
         for line in _section(RBFKMeans.__doc__, "Attributes")
-        if " : " in line and not line.startswith(" " * 8)
+        if " : " in line and not line.startswith(" ")
     }
     X = np.random.RandomState(0).uniform(size=(60, 2))
 
