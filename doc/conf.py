@@ -18,7 +18,7 @@ HERE = Path(__file__).resolve().parent
 # -- Project ------------------------------------------------------------------
 
 project = "skrbfkmeans"
-copyright = "the skrbfkmeans developers"
+copyright = "The skrbfkmeans developers"
 release = skrbfkmeans.__version__
 version = ".".join(release.split(".")[:2])
 
@@ -173,14 +173,16 @@ def _write_cli_help():
 _write_cli_help()
 
 
-def _write_readme_setup():
-    """Write ``generated/readme_setup.inc``: the README's "Set up" section.
+def _write_readme_section(title, name):
+    """Write ``generated/NAME``: the body of the README's section ``title``.
 
-    The install page shows the README's commands verbatim; copying them at
-    build time keeps the two from drifting apart.
+    The documentation shows some of the README's sections verbatim (the
+    set-up commands, the which-tool table); copying them at build time keeps
+    the two from drifting apart.
     """
     readme = (HERE.parent / "README.rst").read_text(encoding="utf-8")
-    start = readme.index("\nSet up\n------\n") + len("\nSet up\n------\n")
+    heading = f"\n{title}\n{'-' * len(title)}\n"
+    start = readme.index(heading) + len(heading)
     # The section ends where the next title (a line followed by dashes) starts.
     lines = readme[start:].splitlines()
     body = []
@@ -188,9 +190,10 @@ def _write_readme_setup():
         if below and set(below) == {"-"} and len(below) >= len(line) > 0:
             break
         body.append(line)
-    out = HERE / "generated" / "readme_setup.inc"
+    out = HERE / "generated" / name
     out.parent.mkdir(exist_ok=True)
     out.write_text("\n".join(body).strip() + "\n", encoding="utf-8")
 
 
-_write_readme_setup()
+_write_readme_section("Set up", "readme_setup.inc")
+_write_readme_section("Which tool when", "readme_which_tool.inc")

@@ -61,8 +61,9 @@ def em_at(X, centers, sigma, activation, tol=1e-26):
         return est.fit(X).cluster_centers_
 
 
+# The first two data sets of ``reproduce``, under the same names.
 datasets = {
-    "blobs": (make_blobs(300, centers=3, random_state=0)[0], 3),
+    "blobs": (make_blobs(300, centers=3, cluster_std=0.5, random_state=0)[0], 3),
     "moons": (make_moons(300, noise=0.05, random_state=0)[0], 2),
 }
 fixed_points = {}

@@ -1,12 +1,15 @@
 """
-A drop-in replacement for KMeans in a pipeline
-==============================================
+In place of KMeans in a pipeline
+================================
 
 :class:`~skrbfkmeans.RBFKMeans` and :class:`~skrbfkmeans.AnnealedRBFKMeans`
 take :class:`sklearn.cluster.KMeans`'s parameters and have its methods and
 attributes, so they fit wherever ``KMeans`` does: here as a feature
 transformer inside a :class:`~sklearn.pipeline.Pipeline` whose number of
-clusters :class:`~sklearn.model_selection.GridSearchCV` tunes.
+clusters :class:`~sklearn.model_selection.GridSearchCV` tunes. The interface
+is KMeans's; the fit is not, unless ``sigma=0``: ``RBFKMeans`` runs soft
+K-Means at its width ``sigma_``, so its centres, and the distances
+``transform`` returns, differ from KMeans's.
 
 As in scikit-learn's own "KMeans as preprocessing" idiom, ``transform``
 returns the Euclidean distance of each sample to each centre, and a logistic

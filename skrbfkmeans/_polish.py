@@ -6,11 +6,17 @@ the wrong ones. Moving one centre from where it matters least to the cluster
 that gains most from a second centre, then running Lloyd, closes that gap.
 """
 
+import warnings
 from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils._param_validation import Interval, validate_params
+from sklearn.utils._param_validation import (
+    Hidden,
+    Interval,
+    StrOptions,
+    validate_params,
+)
 
 from ._engine import labels_inertia, labels_margins, squared_norms
 from ._lloyd import IncrementalLloyd
@@ -134,12 +140,14 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
         "centers": ["array-like"],
         "sample_weight": ["array-like", None],
         "max_moves": [Interval(Integral, 0, None, closed="left"), None],
-        "random_state": ["random_state"],
+        "random_state": ["random_state", Hidden(StrOptions({"deprecated"}))],
     },
     prefer_skip_nested_validation=True,
 )
 @one_blas_thread
-def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_state=None):
+def kmeans_polish(
+    X, centers, *, sample_weight=None, max_moves=None, random_state="deprecated"
+):
     """Improve a K-Means solution by deterministic split/merge moves.
 
     One move removes a centre where it matters least and splits the cluster
@@ -157,9 +165,13 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     max_moves : int, default=None
         Stop after this many accepted moves; ``None`` stops when a pass
         keeps no move.
-    random_state : int, RandomState instance or None, default=None
-        Unused: the search makes no random draw. Accepted so that the
-        function can stand where a KMeans-like signature is expected.
+    random_state : int, RandomState instance or None, default="deprecated"
+        Has no effect: the search makes no random draw, and the result is
+        the same for every value.
+
+        .. deprecated:: 0.1
+           ``random_state`` is deprecated and will be removed in 0.2; passing
+           it raises a ``FutureWarning``.
 
     Returns
     -------
@@ -209,6 +221,16 @@ def kmeans_polish(X, centers, *, sample_weight=None, max_moves=None, random_stat
     >>> n_moves
     1
     """
+    if not (isinstance(random_state, str) and random_state == "deprecated"):
+        # Attributed to the caller's line: past this function, the
+        # one-thread wrapper and scikit-learn's parameter validation.
+        warnings.warn(
+            "The parameter 'random_state' of kmeans_polish has no effect (the "
+            "search makes no random draw); it is deprecated in 0.1 and will "
+            "be removed in 0.2. Remove it from the call.",
+            FutureWarning,
+            stacklevel=4,
+        )
     X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
     check_n_samples(X.shape[0], centers.shape[0])
     # In working units (centred, and rescaled where squared distances would

@@ -29,15 +29,25 @@ class RBFKMeans(_BaseRBFKMeans):
     the scores ``-||x_i - mu_j||^2 / (2 sigma^2)`` through softmax or
     entmax-1.5, and the centres are the responsibility-weighted means (EM).
     As ``sigma -> 0`` this is Lloyd's algorithm; entmax-1.5 reaches it
-    exactly at a finite width. A drop-in replacement for
-    :class:`sklearn.cluster.KMeans` that also gives ``predict_proba``.
+    exactly at a finite width. It has the parameters, attributes and methods
+    of :class:`sklearn.cluster.KMeans` and also gives ``predict_proba``; at
+    ``sigma=0`` its fit is KMeans's.
 
     Parameters
     ----------
     n_clusters : int, default=8
         The number of centres.
     sigma : float or "auto", default="auto"
-        The width of the radial basis functions (temperature ``2 sigma^2``).
+        The width of the radial basis functions, in the units of ``X``
+        (temperature ``2 sigma^2``): softmax responsibilities are the rows of
+        ``sklearn.metrics.pairwise.rbf_kernel(X, cluster_centers_, gamma=1 /
+        (2 sigma^2))`` normalised to sum to one. Samples within about
+        ``4 sigma^2`` (in squared distance) of a boundary between two
+        clusters are shared between them; above the first critical width
+        (``sigma^2`` larger than the largest variance of ``X`` along a
+        direction, for softmax) every centre collapses to the data mean.
+        To tune it, search a grid with the score of the task the clustering
+        serves: ``score`` (minus the hard inertia) favours small widths.
         ``"auto"`` takes a quarter of the median distance between each
         initial centre and its nearest other initial centre (of the first
         initialisation): clusters as far apart as the initial centres stay
@@ -61,12 +71,19 @@ class RBFKMeans(_BaseRBFKMeans):
         Initial centres, as in :class:`sklearn.cluster.KMeans`.
     n_init : "auto" or int, default="auto"
         Number of initialisations; the run with the lowest free energy is
-        kept. ``"auto"``: 1 for "k-means++" or an array, 10 otherwise.
+        kept (at ``sigma=0`` that is the inertia, as in KMeans). ``"auto"``:
+        1 for "k-means++" or an array, 10 otherwise, as in KMeans.
     max_iter : int, default=300
-        Maximum number of EM iterations per run.
+        Maximum number of EM iterations per run (Lloyd iterations at
+        ``sigma=0``), as in KMeans. At a positive width a run stopped by it
+        sets ``converged_`` to False and raises a ``ConvergenceWarning``; at
+        ``sigma=0`` neither, as KMeans is silent.
     tol : float, default=1e-4
-        Convergence tolerance on the summed squared centre shift, relative to
-        the mean feature variance of ``X`` (as in KMeans).
+        A run stops when the summed squared shift of the centres in one
+        iteration is at most ``tol`` times the mean feature variance of
+        ``X``, as in KMeans (at a positive width the variance is weighted by
+        ``sample_weight``). At ``sigma=0`` a run also stops, as KMeans's
+        does, when no label changes.
     verbose : int, default=0
         Print one line per iteration when positive.
     random_state : int, RandomState instance or None, default=None
@@ -93,9 +110,17 @@ class RBFKMeans(_BaseRBFKMeans):
     sigma_ : float
         The width used.
     n_iter_ : int
-        Number of EM iterations of the kept run.
+        Number of EM iterations of the kept run (Lloyd iterations at
+        ``sigma=0``, counted as KMeans counts them).
     converged_ : bool
         Whether the kept run met the tolerance before ``max_iter``.
+    n_steps_ : int
+        Number of online EM steps taken by :meth:`partial_fit` since the
+        centres were last set (by its first call or by :meth:`fit`). Set
+        only by :meth:`partial_fit`, which, like
+        :class:`~sklearn.cluster.MiniBatchKMeans`'s, sets neither
+        ``labels_``, ``inertia_``, ``objective_``, ``n_iter_`` nor
+        ``converged_``.
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -108,7 +133,13 @@ class RBFKMeans(_BaseRBFKMeans):
     kmeans_polish : The best hard solution near ``cluster_centers_`` (this
         estimator's solution is soft by design).
     rbf_kmeans_loss : The free energy and its gradients as a function.
-    sklearn.cluster.KMeans : Hard K-Means.
+    sklearn.cluster.KMeans : Hard K-Means; ``sigma=0`` is the same fit.
+    sklearn.cluster.MiniBatchKMeans : Hard K-Means on mini-batches, the
+        counterpart of :meth:`partial_fit`.
+    sklearn.mixture.GaussianMixture : Fits a weight and a covariance per
+        component and a density; softmax responsibilities here are the
+        posteriors of equal-weight spherical Gaussians of variance
+        ``sigma^2`` at the centres, not fitted.
 
     Notes
     -----

@@ -1,0 +1,160 @@
+"""Which tool when: time and inertia of each clusterer against KMeans(n_init=10).
+
+The README's "which tool when" table quotes this script. On the eleven data
+sets of ``bench_quality.py`` it fits, with one BLAS/OpenMP thread:
+
+- ``KMeans(n_init=10)``, the reference, and ``KMeans(n_init=1)``;
+- ``RBFKMeans()`` (softmax, ``sigma="auto"``) and
+  ``RBFKMeans(activation="entmax15")``, one k-means++ initialisation each;
+- ``RBFKMeans(sigma=0)``, which is KMeans with one initialisation;
+- ``AnnealedRBFKMeans()`` (annealing, polish and certificate);
+- ``KMeans(n_init=1)`` followed by ``kmeans_polish``;
+- ``GaussianMixture(covariance_type="spherical")`` and
+  ``GaussianMixture(covariance_type="full")``, one initialisation each
+  (k-means initialisation, scikit-learn's default).
+
+For each fit it records the wall time (median of ``--repeat`` runs, the
+methods interleaved in every round so that background load hits them alike)
+and the hard inertia of the fitted centres (``means_`` for the mixtures),
+both relative to ``KMeans(n_init=10)``. It prints one row per data set and
+method, then the summary the README quotes: per method, the median and the
+range over the data sets of the time ratio and of the inertia difference.
+The date, the machine and the library versions head the output.
+
+Run: ``python benchmarks/bench_tools.py [--repeat 3] [--only NAME]``.
+"""
+
+import argparse
+import datetime
+import os
+import platform
+import time
+import warnings
+
+import numpy as np
+import scipy
+import sklearn
+from bench_quality import DATASETS
+from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+from threadpoolctl import threadpool_limits
+
+import skrbfkmeans
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, kmeans_polish
+
+
+class PolishedKMeans:
+    """KMeans(n_init=1) followed by kmeans_polish, with KMeans's attributes."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def fit(self, X):
+        km = KMeans(self.k, n_init=1, random_state=0).fit(X)
+        self.cluster_centers_, self.labels_, self.inertia_, _ = kmeans_polish(
+            X, km.cluster_centers_
+        )
+        return self
+
+
+def inertia_of(est, X):
+    """Hard K-Means inertia of the centres of a fitted estimator."""
+    centers = getattr(est, "cluster_centers_", None)
+    if centers is None:
+        centers = est.means_
+    d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+    return float(d.min(axis=1).sum())
+
+
+def methods_for(k):
+    return {
+        "KMeans(n_init=10)": lambda: KMeans(k, n_init=10, random_state=0),
+        "KMeans(n_init=1)": lambda: KMeans(k, n_init=1, random_state=0),
+        "RBFKMeans(sigma=0)": lambda: RBFKMeans(k, sigma=0, random_state=0),
+        "RBFKMeans()": lambda: RBFKMeans(k, random_state=0),
+        "RBFKMeans(entmax15)": lambda: RBFKMeans(
+            k, activation="entmax15", random_state=0
+        ),
+        "AnnealedRBFKMeans()": lambda: AnnealedRBFKMeans(k),
+        "KMeans(1)+kmeans_polish": lambda: PolishedKMeans(k),
+        "GMM(spherical)": lambda: GaussianMixture(
+            k, covariance_type="spherical", random_state=0
+        ),
+        "GMM(full)": lambda: GaussianMixture(k, covariance_type="full", random_state=0),
+    }
+
+
+def machine():
+    """CPU model (from /proc/cpuinfo where there is one) and core count."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            names = [line.split(":", 1)[1] for line in f if "model name" in line]
+        model = names[0].strip() if names else model
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, {platform.system()}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--only", default=None)
+    args = parser.parse_args()
+    now = datetime.datetime.now(datetime.timezone.utc)
+    print(f"date: {now:%Y-%m-%d %H:%M} UTC; machine: {machine()}")
+    print(
+        f"python {platform.python_version()}, numpy {np.__version__}, "
+        f"scipy {scipy.__version__}, scikit-learn {sklearn.__version__}, "
+        f"skrbfkmeans {skrbfkmeans.__version__}"
+    )
+    print(f"median of {args.repeat} runs, 1 thread; x km10 = time / KMeans(n_init=10)")
+    print(
+        f"{'data':>13} {'k':>4} {'method':>24} {'time s':>8} {'x km10':>7} "
+        f"{'inertia vs km10':>16}"
+    )
+    summary = {}
+    for name, make_data in DATASETS.items():
+        if args.only and args.only != name:
+            continue
+        X, _, k = make_data()
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        methods = methods_for(k)
+        times = {m: [] for m in methods}
+        fitted = {}
+        with threadpool_limits(1), warnings.catch_warnings():
+            # Mixtures and soft fits may stop at max_iter on the harder sets;
+            # the table reports their result as it is.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for _ in range(args.repeat):
+                for method, make in methods.items():
+                    est = make()
+                    t0 = time.perf_counter()
+                    est.fit(X)
+                    times[method].append(time.perf_counter() - t0)
+                    fitted[method] = est
+        ref_time = float(np.median(times["KMeans(n_init=10)"]))
+        ref_inertia = inertia_of(fitted["KMeans(n_init=10)"], X)
+        for method in methods:
+            t = float(np.median(times[method]))
+            rel = 100 * (inertia_of(fitted[method], X) / ref_inertia - 1)
+            summary.setdefault(method, []).append((t / ref_time, rel))
+            print(
+                f"{name:>13} {k:>4} {method:>24} {t:>8.3f} {t / ref_time:>7.2f} "
+                f"{rel:>+15.2f}%"
+            )
+    print()
+    print("summary over the data sets (median [min, max])")
+    print(f"{'method':>24} {'time / KMeans(n_init=10)':>30} {'inertia vs km10':>30}")
+    for method, rows in summary.items():
+        ratio, rel = np.array(rows).T
+        print(
+            f"{method:>24} {np.median(ratio):>9.2f} [{ratio.min():5.2f}, "
+            f"{ratio.max():6.2f}]     {np.median(rel):>+8.2f}% "
+            f"[{rel.min():+7.2f}%, {rel.max():+7.2f}%]"
+        )
+
+
+if __name__ == "__main__":
+    main()
