@@ -101,7 +101,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     n_init : int or "auto", default=1
         Number of runs with a random ``init``; the one with the lowest
         inertia (or objective, for a float ``sigma_end``) is kept.
-        ``init="anneal"`` and arrays are deterministic: one run.
+        ``init="anneal"`` and arrays are deterministic: one run. ``"auto"``
+        is KMeans's rule: one run for ``"k-means++"``, 10 for ``"random"``
+        or a callable.
     max_iter : int, default=100
         Maximum number of EM iterations per stage (and of the final Lloyd).
     tol : float, default=1e-4
@@ -418,7 +420,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 )
             n_init = 1
         else:
-            n_init = 10 if self.n_init == "auto" else self.n_init
+            n_init = self._resolve_n_init()  # "auto": KMeans's rule
         random_state = check_random_state(self.random_state)
         X, offset, init = self._working_units(X, sample_weight, init)
         scale = self._units.scale

@@ -62,9 +62,9 @@ def _two_means(Xl, wl, max_iter=100):
 def _candidates(X, w, centers, offset, x_sq):
     """Ranked (remove j, split l) pairs with their children, for one pass.
 
-    ``R_j = sum_{i in S_j} w_i (d_i(2) - d_i(1))`` is what removing centre j
+    ``R_j = sum_{i in I_j} w_i (d_i(2) - d_i(1))`` is what removing centre j
     costs if its samples move to their second-nearest centre;
-    ``G_l = SSE(S_l) - SSE_2-means(S_l)`` is what splitting cluster l gains.
+    ``G_l = SSE(I_l) - SSE_2-means(I_l)`` is what splitting cluster l gains.
     Pairs come in decreasing order of the estimate ``G_l - R_j``, whatever
     its sign: Lloyd after the move usually recovers far more than ``R_j``.
     """
@@ -87,11 +87,17 @@ def _candidates(X, w, centers, offset, x_sq):
         gain[c] = float(w[rows] @ d1[rows]) - sse2
         children[c] = kids
     # Every valid pair's estimate G_c - R_j, best first, ties by (j, c).
+    # Estimates equal but for rounding (coincident centres, symmetric
+    # clusters) are ties: they are ranked on a grid of 1e-9 of the
+    # distortion, so that the order does not depend on the data's units.
     valid = np.isfinite(removal)[:, None] & np.isfinite(gain)[None, :]
     np.fill_diagonal(valid, False)
     j, c = np.nonzero(valid)
     values = gain[c] - removal[j]
-    order = np.lexsort((c, j, -values))[:MAX_PAIRS]
+    quantum = 1e-9 * max(float(w @ d1), np.finfo(np.float64).tiny)
+    with np.errstate(over="ignore"):  # a zero distortion: every pair ties
+        key = -np.round(values / quantum)
+    order = np.lexsort((c, j, key))[:MAX_PAIRS]
     pairs = [(values[i], int(j[i]), int(c[i])) for i in order]
     return pairs, children
 
@@ -193,9 +199,9 @@ def kmeans_polish(
     Notes
     -----
     For every pair (j, l) the estimate ``G_l - R_j`` ranks the move, with the
-    removal cost ``R_j = sum_{i in S_j} w_i (d_i(2) - d_i(1))`` and the split
-    gain ``G_l = SSE(S_l) - SSE_2-means(S_l)`` (2-means seeded by the sign of
-    the projection on the principal axis of ``S_l``, so the move is
+    removal cost ``R_j = sum_{i in I_j} w_i (d_i(2) - d_i(1))`` and the split
+    gain ``G_l = SSE(I_l) - SSE_2-means(I_l)`` (2-means seeded by the sign of
+    the projection on the principal axis of ``I_l``, so the move is
     deterministic). Pairs are tried in decreasing order of the estimate
     whatever its sign, because Lloyd after the move recovers more than
     ``R_j`` counts. A pass tries at most 24 pairs (all of them for

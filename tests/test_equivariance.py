@@ -15,7 +15,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
@@ -130,6 +130,9 @@ def test_estimators_are_equivariant(units, seed, annealed):
 @pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(units=_units(), seed=st.integers(0, 2**16))
+# Two coincident centres: the moves removing either one are estimated equal
+# but for rounding, which the ranking must not follow.
+@example(units=(1.0, 10.0, np.float64, False), seed=8618)
 def test_kmeans_polish_is_equivariant(units, seed):
     # Check that kmeans_polish maps centres and scales the inertia by a^2.
     a, b, dtype, sparse = units

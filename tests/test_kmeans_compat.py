@@ -10,6 +10,7 @@ import warnings
 
 import numpy as np
 import pytest
+from numpy.testing import assert_array_equal
 from sklearn.cluster import KMeans
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
@@ -110,3 +111,23 @@ def test_distinct_clusters_warning_names_the_callers_line():
         RBFKMeans(3, sigma=0, n_init=1, random_state=0).fit(X_dup)
     mine = [w for w in caught if "distinct clusters" in str(w.message)]
     assert mine and {w.filename for w in mine} == {__file__}
+
+
+@pytest.mark.parametrize("Estimator", ESTIMATORS)
+@pytest.mark.parametrize("init, runs", [("k-means++", 1), ("random", 10)])
+def test_n_init_auto_follows_kmeans(Estimator, init, runs, monkeypatch):
+    # Check that n_init="auto" makes KMeans's number of runs: one for
+    # k-means++, ten for "random" (counted as initialisations drawn), and
+    # that the fit equals the one with that n_init.
+    draws = []
+    original = Estimator._init_centroids
+
+    def counting(self, *args, **kwargs):
+        draws.append(1)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Estimator, "_init_centroids", counting)
+    auto = Estimator(3, init=init, n_init="auto", random_state=0).fit(X)
+    assert len(draws) == runs
+    explicit = Estimator(3, init=init, n_init=runs, random_state=0).fit(X)
+    assert_array_equal(auto.cluster_centers_, explicit.cluster_centers_)

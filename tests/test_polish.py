@@ -105,13 +105,15 @@ def test_weights_equal_repetition(global_random_seed):
 
 def test_deterministic_and_random_state_unused():
     # Check that the search is deterministic: the same output twice and for
-    # any random_state, and the global NumPy random state is not touched.
+    # any random_state (deprecated: it warns), and the global NumPy random
+    # state is not touched.
     X = unequal_clusters(1)
     start = AnnealedRBFKMeans(4, polish=False).fit(X).cluster_centers_
     state = np.random.get_state()  # noqa: NPY002 (the legacy global state)
     ref = kmeans_polish(X, start)
-    for random_state in (None, 0, 7, np.random.RandomState(3)):
-        out = kmeans_polish(X, start, random_state=random_state)
+    for random_state in (0, 7, np.random.RandomState(3)):
+        with pytest.warns(FutureWarning, match="random_state"):
+            out = kmeans_polish(X, start, random_state=random_state)
         assert_array_equal(out[0], ref[0])
         assert_array_equal(out[1], ref[1])
         assert out[2:] == ref[2:]
