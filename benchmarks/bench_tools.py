@@ -34,28 +34,14 @@ import warnings
 import numpy as np
 import scipy
 import sklearn
-from bench_quality import DATASETS
+from bench_quality import DATASETS, PolishedKMeans
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
 from threadpoolctl import threadpool_limits
 
 import skrbfkmeans
-from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, kmeans_polish
-
-
-class PolishedKMeans:
-    """KMeans(n_init=1) followed by kmeans_polish, with KMeans's attributes."""
-
-    def __init__(self, k):
-        self.k = k
-
-    def fit(self, X):
-        km = KMeans(self.k, n_init=1, random_state=0).fit(X)
-        self.cluster_centers_, self.labels_, self.inertia_, _ = kmeans_polish(
-            X, km.cluster_centers_
-        )
-        return self
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 
 
 def inertia_of(est, X):
