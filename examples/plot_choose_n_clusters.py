@@ -8,8 +8,9 @@ a long range of widths is a structure of the data: clusters far apart
 relative to their own spread. A count that lasts one cooling step is not.
 ``n_clusters="auto"`` anneals until more than ``max_clusters`` distinct
 centres exist, measures how long each count lives (in log-width), keeps the
-longest-lived one and finishes with it: the result is exactly the fit with
-``n_clusters`` set to that count, obtained in one annealing run.
+longest-lived one and fits it: the result is exactly the fit with
+``n_clusters`` set to that count, for the cost of two annealing runs rather
+than one fit per candidate count.
 
 The usual alternative fits K-Means once per candidate K and scores each fit
 (here the silhouette, with ``KMeans(n_init=10)``). Both are run below on data

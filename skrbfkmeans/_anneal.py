@@ -31,8 +31,7 @@ The groups keep their history of splits (the split tree, whose heights are
 the widths at which lineages separated). ``anneal_auto`` runs the same
 schedule for ``n_clusters="auto"``: it records the counts of distinct
 centres until more than ``max_clusters`` exist, chooses the longest-lived
-count (``count_lifetimes``, ``choose_count``) and resumes from the first
-stage with that count as a fit with that many clusters would.
+count (``count_lifetimes``, ``choose_count``) and fits that many clusters.
 """
 
 from typing import NamedTuple
@@ -79,60 +78,19 @@ class AnnealResult(NamedTuple):
     count_lifetimes: np.ndarray
 
 
-def _owner_event(owner, n_groups, event):
-    """Apply one structural event to ``owner`` (which group holds each copy).
-
-    ``("remove", j, heir)`` deletes group ``j`` (its copies go to ``heir``,
-    an index before the deletion); ``("split", j, None)`` adds group
-    ``n_groups`` as ``j``'s second child: it takes the second half of
-    ``j``'s copies, or, if ``j`` holds one copy, one copy of the group
-    holding the most (any spare copy is coincident with its group, so which
-    one moves is bookkeeping). In place.
-    """
-    kind, j, heir = event
-    if kind == "remove":
-        owner[owner == j] = heir
-        owner[owner > j] -= 1
-        return
-    mine = np.flatnonzero(owner == j)
-    if mine.size >= 2:
-        owner[mine[mine.size // 2 :]] = n_groups
-    else:
-        counts = np.bincount(owner, minlength=n_groups)
-        donor = int(np.argmax(counts))
-        owner[np.flatnonzero(owner == donor)[-1]] = n_groups
-
-
-def _owners(events, n_copies):
-    """Return the owners a run with ``n_copies`` copies has after ``events``.
-
-    Replays the events from one group (the annealing's start); the
-    structural decisions do not depend on the number of copies.
-    """
-    owner = np.zeros(n_copies, dtype=np.intp)
-    n_groups = 1
-    for event in events:
-        _owner_event(owner, n_groups, event)
-        n_groups += 1 if event[0] == "split" else -1
-    return owner
-
-
 class _Groups:
     """Distinct centres, their masses, and which group holds each of k copies.
 
-    The structural history is kept twice: ``events`` (splits and removals,
-    from which ``_owners`` rebuilds the copies' owners for any number of
-    copies) and ``tree``, the groups' cophenetic widths: ``tree[a, b]`` is
-    the width of the split that separated groups ``a`` and ``b`` (0 on the
-    diagonal). A merge keeps the larger width of the two rows, so ``tree``
-    stays an ultrametric.
+    ``tree`` holds the groups' split widths: ``tree[a, b]`` is the width of
+    the split that separated groups ``a`` and ``b`` (0 on the diagonal). A
+    merge keeps the larger width of the two rows, so ``tree`` stays an
+    ultrametric.
     """
 
     def __init__(self, centers, mass, owner, tree=None):
         self.centers = centers
         self.mass = mass
         self.owner = owner
-        self.events = []
         self.tree = np.zeros((self.n, self.n)) if tree is None else tree
 
     @property
@@ -148,9 +106,8 @@ class _Groups:
 
     def _remove(self, j, heir, merge=False):
         """Delete group ``j``; its copies go to group ``heir`` (index before)."""
-        event = ("remove", j, heir)
-        self.events.append(event)
-        _owner_event(self.owner, self.n, event)
+        self.owner[self.owner == j] = heir
+        self.owner[self.owner > j] -= 1
         if merge:
             row = np.maximum(self.tree[heir], self.tree[j])
             self.tree[heir], self.tree[:, heir] = row, row
@@ -187,11 +144,20 @@ class _Groups:
             self._remove(j, heir)
 
     def split(self, j, left, right, sigma):
-        """Replace group ``j`` by two children at width ``sigma``, half mass each."""
+        """Replace group ``j`` by two children at width ``sigma``, half mass each.
+
+        The new child takes half of ``j``'s copies, or, if ``j`` holds one
+        copy, one copy of the group holding the most (any spare copy is
+        coincident with its group, so which one moves is bookkeeping).
+        """
         new = self.n
-        event = ("split", j, None)
-        self.events.append(event)
-        _owner_event(self.owner, new, event)
+        mine = np.flatnonzero(self.owner == j)
+        if mine.size >= 2:
+            self.owner[mine[mine.size // 2 :]] = new
+        else:
+            counts = np.bincount(self.owner, minlength=new)
+            donor = int(np.argmax(counts))
+            self.owner[np.flatnonzero(self.owner == donor)[-1]] = new
         self.centers = np.vstack([self.centers, right[None, :]])
         self.centers[j] = left
         self.mass = np.append(self.mass, 0.5 * self.mass[j])
@@ -240,24 +206,15 @@ class _Path:
         self.n.append(n_distinct)
         self.act.append(activation)
 
-    def truncate(self, n_stages, n_critical):
-        """Forget the stages after the first ``n_stages`` (and their splits)."""
-        for values in (self.sigma, self.centers, self.obj, self.inertia, self.n):
-            del values[n_stages:]
-        del self.act[n_stages:]
-        del self.critical[n_critical:]
-
-    def result(self, centers, sigma, n_iter, n_iter_final, *args, lifetimes=None):
+    def result(self, centers, sigma, n_iter, n_iter_final, *args):
         """Return the ``AnnealResult`` of the run, path arrays included.
 
         ``n_iter`` counts every EM and Lloyd iteration of the run,
         ``n_iter_final`` those of the run that produced ``centers``; ``args``
         are ``converged, certified, activation, moves, cophenetic`` (the
-        copies' split widths). ``lifetimes`` defaults to those of this path.
+        copies' split widths); the lifetimes are this path's.
         """
         converged, certified, activation, moves, cophenetic = args
-        if lifetimes is None:
-            lifetimes = count_lifetimes(self.sigma, self.n)
         return AnnealResult(
             centers=centers,
             sigma=float(sigma),
@@ -275,7 +232,7 @@ class _Path:
             critical_sigmas=np.array(self.critical),
             n_polish_moves=moves,
             cophenetic=cophenetic,
-            count_lifetimes=lifetimes,
+            count_lifetimes=count_lifetimes(self.sigma, self.n),
         )
 
 
@@ -421,6 +378,13 @@ def _extrapolate(centers, step, last_step):
     return centers + float(min(rho / (1.0 - rho), 10.0)) * step
 
 
+def _flat_tree(n_clusters, width):
+    """Split widths of clusters all separated at ``width`` (no history)."""
+    tree = np.full((n_clusters, n_clusters), float(width))
+    np.fill_diagonal(tree, 0.0)
+    return tree
+
+
 def _initial_groups(rows, n_clusters, init_centers, sigma_start):
     """One group at the weighted mean, or one group per initial centre.
 
@@ -431,13 +395,11 @@ def _initial_groups(rows, n_clusters, init_centers, sigma_start):
     if init_centers is None:
         mean = _weighted_mean(rows.X, rows.w)
         return _Groups(mean, np.array([W]), np.zeros(n_clusters, dtype=np.intp))
-    tree = np.full((n_clusters, n_clusters), float(sigma_start))
-    np.fill_diagonal(tree, 0.0)
     return _Groups(
         np.array(init_centers, dtype=rows.X.dtype),
         np.full(n_clusters, W / n_clusters),
         np.arange(n_clusters),
-        tree,
+        _flat_tree(n_clusters, sigma_start),
     )
 
 
@@ -481,82 +443,36 @@ def choose_count(lifetimes, resolution):
     return int(np.flatnonzero(lifetimes[1:] >= longest - resolution)[0]) + 2
 
 
-class _Snapshot(NamedTuple):
-    """The schedule right after the first stage with a given count."""
-
-    centers: np.ndarray
-    mass: np.ndarray
-    tree: np.ndarray
-    n_events: int
-    T: float
-    act: str
-    n_stages: int
-    n_critical: int
-
-
-class _Exploration:
-    """Stops the schedule past ``max_count`` centres; snapshots each count."""
-
-    def __init__(self, max_count):
-        self.max_count = max_count
-        self.snapshots = {}
-        self.stopped = False
-        self.log = []  # per stage: the distinct centres and the event count
-
-    def observe(self, sched, path):
-        """Record the state after a stage; True once past ``max_count``."""
-        groups = sched.groups
-        self.log.append((groups.centers.copy(), len(groups.events)))
-        if groups.n > self.max_count:
-            self.stopped = True
-            return True
-        self.snapshots.setdefault(
-            groups.n,
-            _Snapshot(
-                groups.centers.copy(), groups.mass.copy(), groups.tree.copy(),
-                len(groups.events), sched.T, sched.act, len(path.sigma),
-                len(path.critical),
-            ),
-        )  # fmt: skip
-        return False
-
-
-def _run_stages(
-    sched, path, *, T_end, max_iter, tol, verbose, resume=False, explore=None
-):
+def _run_stages(sched, path, *, T_end, max_iter, tol, verbose, max_count=None):
     """Run the stage loop of the module docstring; ``(n_iter, converged, it)``.
 
-    ``resume``: the schedule is right after a recorded stage; go on with its
-    decision (split or cool). ``explore`` (an ``_Exploration``) stops the
-    loop at the first stage with more distinct centres than it allows.
-    ``it`` is the last stage's iterations.
+    ``max_count`` stops the loop at the first stage with more distinct
+    centres. ``it`` is the last stage's iterations.
     """
     n_iter, converged, it = 0, True, 0
     max_stages = 20 * sched.n_clusters + 200
     for _ in range(max_stages):
-        if not resume:
-            last = T_end is not None and sched.T <= T_end * (1 + 1e-12)
-            if last:
-                sched.T = T_end
-                it, conv = sched.settle(max_iter, tol)
-                converged &= conv
-            else:
-                it = sched.stage(max_iter, tol)
-            n_iter += it
-            sigma = sched.sigma
-            res = sched.measure(last)
-            groups = sched.groups
-            path.record(sigma, groups.expanded(), res, groups.n, sched.act)
-            if verbose:
-                print(
-                    f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, "
-                    f"{groups.n} distinct centres, {it} iterations, "
-                    f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
-                )
-            if last or (explore is not None and explore.observe(sched, path)):
-                break
-        resume = False
-        if sched.groups.n < sched.n_clusters:
+        last = T_end is not None and sched.T <= T_end * (1 + 1e-12)
+        if last:
+            sched.T = T_end
+            it, conv = sched.settle(max_iter, tol)
+            converged &= conv
+        else:
+            it = sched.stage(max_iter, tol)
+        n_iter += it
+        sigma = sched.sigma
+        res = sched.measure(last)
+        groups = sched.groups
+        path.record(sigma, groups.expanded(), res, groups.n, sched.act)
+        if verbose:
+            print(
+                f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, "
+                f"{groups.n} distinct centres, {it} iterations, "
+                f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
+            )
+        if last or (max_count is not None and groups.n > max_count):
+            break
+        if groups.n < sched.n_clusters:
             outcome = sched.split(res)  # True: split, False: jumped, None
             if outcome:
                 path.critical.append(sigma)
@@ -628,17 +544,16 @@ def anneal_auto(
     rows, max_clusters, *, sigma_start, cooling, activation, max_iter, tol,
     mass_unit, polish=False, verbose=0,
 ):  # fmt: skip
-    """Anneal, choose the number of clusters by lifetime, finish with it.
+    """Anneal, choose the number of clusters by lifetime, fit with it.
 
     The schedule runs from the weighted mean as for ``max_clusters + 1``
     clusters and stops at the first stage with more than ``max_clusters``
     distinct centres (or when no group can split). Up to there its path is
     the path of every fit with at least that many clusters (the split
     decisions do not depend on the number of clusters). ``count_lifetimes``
-    measures each count on it, ``choose_count`` picks one, and the run
-    continues, from the first stage that had that count, exactly as a fit
-    with that many clusters does (cooling, Lloyd, polish, certificate).
-    The result's path is that fit's; its lifetimes are the exploration's.
+    measures each count on it, ``choose_count`` picks one, and ``anneal``
+    fits that many clusters; its result is returned with the exploration's
+    lifetimes, and its iterations added to ``n_iter``.
     """
     k_explore = max_clusters + 1
     groups = _initial_groups(rows, k_explore, None, sigma_start)
@@ -646,39 +561,22 @@ def anneal_auto(
         rows, k_explore, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
     )
     path = _Path()
-    explore = _Exploration(max_clusters)
     n_explore, _, _ = _run_stages(
         sched, path, T_end=None, max_iter=max_iter, tol=tol, verbose=verbose,
-        explore=explore,
+        max_count=max_clusters,
     )  # fmt: skip
-    lifetimes = count_lifetimes(
-        path.sigma, path.n, max_clusters, open_end=not explore.stopped
-    )
+    stopped = path.n[-1] > max_clusters  # else no group could split further
+    lifetimes = count_lifetimes(path.sigma, path.n, max_clusters, open_end=not stopped)
     # One cooling step in log-width: sigma^2 is multiplied by ``cooling``.
     k = choose_count(lifetimes, -0.5 * np.log(cooling))
     if verbose:
-        print(f"Chose {k} clusters: the longest-lived count.")
-    snap = explore.snapshots[k]
-    events = sched.groups.events
-    restored = _Groups(
-        snap.centers, snap.mass, _owners(events[: snap.n_events], k), snap.tree
-    )
-    restored.events = events[: snap.n_events]
-    sched = _Schedule(rows, k, restored, snap.T, activation, cooling, mass_unit)
-    sched.act = snap.act
-    path.truncate(snap.n_stages, snap.n_critical)
-    # The kept stages as a fit with k clusters records them: k copies.
-    for s, (centers, n_events) in enumerate(explore.log[: snap.n_stages]):
-        path.centers[s] = centers[_owners(events[:n_events], k)]
-    n_iter, _, _ = _run_stages(
-        sched, path, T_end=None, max_iter=max_iter, tol=tol, verbose=verbose,
-        resume=True,
+        print(f"Chose {k} clusters, the longest-lived count; annealing with {k}.")
+    result = anneal(
+        rows, k, init_centers=None, sigma_start=sigma_start, sigma_end=None,
+        cooling=cooling, activation=activation, max_iter=max_iter, tol=tol,
+        mass_unit=mass_unit, polish=polish, verbose=verbose,
     )  # fmt: skip
-    return _final_phase(
-        rows, sched.groups.expanded(), sched.act, path.sigma[-1] / np.sqrt(2.0),
-        sched.groups.copy_tree(), path, n_explore + n_iter, max_iter, polish,
-        verbose, lifetimes=lifetimes,
-    )  # fmt: skip
+    return result._replace(n_iter=result.n_iter + n_explore, count_lifetimes=lifetimes)
 
 
 def kmeans_from_init(
@@ -697,19 +595,11 @@ def kmeans_from_init(
     """
     centers, it, conv = kmeans_lloyd(rows, init_centers, max_iter, tol, verbose)
     act = "softmax" if activation == "softmax" else "entmax15"
-    k = centers.shape[0]
-    tree = np.full((k, k), float(sigma_cap))
-    np.fill_diagonal(tree, 0.0)
-    path = _Path()
-    if conv:
-        return _final_phase(
-            rows, centers, act, sigma_cap, tree, path, it, max_iter, polish,
-            verbose, from_init=True,
-        )  # fmt: skip
-    sigma, certified = certify(rows, centers, sigma_cap)
-    res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
-    path.record(sigma, centers, res, np.unique(centers, axis=0).shape[0], act)
-    return path.result(centers, sigma, it, it, False, certified, act, 0, tree)
+    tree = _flat_tree(centers.shape[0], sigma_cap)
+    return _final_phase(
+        rows, centers, act, sigma_cap, tree, _Path(), it, max_iter, polish,
+        verbose, from_init=True, finish=conv,
+    )  # fmt: skip
 
 
 def _polish_tree(tree, moves, height):
@@ -729,18 +619,22 @@ def _polish_tree(tree, moves, height):
 
 def _final_phase(
     rows, centers, act, sigma_cap, tree, path, n_iter, max_iter, polish, verbose,
-    *, from_init=False, lifetimes=None,
+    *, from_init=False, finish=True,
 ):  # fmt: skip
     """Lloyd to label stability, the polish, the certificate; the result.
 
     ``n_iter`` counts the iterations before this phase (the annealing's, or
     KMeans's run from an explicit init, ``from_init``: that run is then the
     one ``n_iter_`` reports, the Lloyd run here only confirming or finishing
-    it). ``tree`` holds the copies' split widths before the polish.
+    it). ``finish=False`` (KMeans's run stopped by ``max_iter``) keeps the
+    centres as they are: no Lloyd, no polish, not converged. ``tree`` holds
+    the copies' split widths before the polish.
     """
-    centers, it, conv = lloyd(rows, centers, max_iter)
+    it, conv = 0, False
+    if finish:
+        centers, it, conv = lloyd(rows, centers, max_iter)
     moves, it_final = [], (n_iter if from_init else it)
-    if polish:
+    if polish and finish:
         # Split/merge moves from the hard solution; each ends on a Lloyd
         # fixed point, and the certificate below is computed afresh.
         centers, _, moves, it_polish, it_move = polish_search(
@@ -761,5 +655,5 @@ def _final_phase(
         )
     return path.result(
         centers, sigma, n_iter + it, it_final, conv, certified, act, len(moves),
-        _polish_tree(tree, moves, sigma), lifetimes=lifetimes,
+        _polish_tree(tree, moves, sigma),
     )  # fmt: skip

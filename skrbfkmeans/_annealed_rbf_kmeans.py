@@ -242,11 +242,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     (``cluster_count_lifetimes_``, in log-width) from 2 up is chosen; the
     schedule sees the counts at its stages only, so lifetimes within one
     cooling step (``-0.5 log(cooling)`` in log-width) of the longest count
-    as equal, and the smallest of those counts is chosen. The fit continues
-    from the first stage that had that count exactly as
-    ``n_clusters=n_clusters_`` does from there: the result, path and all,
-    equals that fit's, except ``n_iter_total_`` (which includes the
-    exploration) and ``cluster_count_lifetimes_``. One cluster has no
+    as equal, and the smallest of those counts is chosen. Then the fit with
+    ``n_clusters=n_clusters_`` runs: the result, path and all, is that
+    fit's, except ``n_iter_total_`` (which includes the exploration) and
+    ``cluster_count_lifetimes_``. One cluster has no
     lifetime of its own (it starts at ``sigma_start``): it is chosen only
     when the data never split. The rule finds clusters that are separated
     relative to their own spread; it is not a test of clustering tendency.

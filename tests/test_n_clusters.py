@@ -4,7 +4,7 @@ Oracles: the path of a fit with a fixed, larger number of clusters (the
 exploration must follow it up to its stopping point, and the lifetimes are
 recomputed from its ``sigma_path_`` and ``n_distinct_centers_path_`` by the
 definition in the docstring); the fit with ``n_clusters=n_clusters_``, which
-the continuation must reproduce; generated data whose number of clusters is
+the auto fit must equal; generated data whose number of clusters is
 known; SciPy's own checks of linkage matrices.
 """
 
@@ -19,7 +19,7 @@ from test_polish import unequal_clusters
 from skrbfkmeans import AnnealedRBFKMeans
 from skrbfkmeans._anneal import choose_count, count_lifetimes
 
-# Every fitted attribute that the continuation must share with the fit at
+# Every fitted attribute that the auto fit must share with the fit at
 # n_clusters=n_clusters_ (all but n_iter_total_ and the lifetimes).
 _SHARED = [
     "cluster_centers_", "labels_", "inertia_", "objective_", "sigma_",
@@ -69,14 +69,19 @@ def test_finds_the_number_of_separated_blobs(K, seed):
     assert np.all((table > 0).sum(axis=1) == 1)
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_auto_continues_as_the_fit_with_that_many_clusters(seed):
+@pytest.mark.parametrize(
+    "settings",
+    [{}, {"cooling": 0.8, "polish": False}, {"activation": "softmax", "tol": 1e-3}],
+    ids=["defaults", "cooling-no-polish", "softmax-tol"],
+)
+def test_auto_is_the_fit_with_that_many_clusters(settings):
     # Check that the auto fit equals, attribute by attribute and to the bit,
-    # the fit with n_clusters=n_clusters_, except its total iterations (it
-    # includes the exploration) and its lifetimes.
-    X, _ = _separated_blobs(4, seed)
-    auto = AnnealedRBFKMeans("auto", max_clusters=8).fit(X)
-    fixed = AnnealedRBFKMeans(auto.n_clusters_).fit(X)
+    # the fit with n_clusters=n_clusters_ and the same settings (each of
+    # them reaches the fit that follows the choice), except its total
+    # iterations (they include the exploration) and its lifetimes.
+    X, _ = _separated_blobs(4, 1)
+    auto = AnnealedRBFKMeans("auto", max_clusters=8, **settings).fit(X)
+    fixed = AnnealedRBFKMeans(auto.n_clusters_, **settings).fit(X)
     for name in _SHARED:
         assert_array_equal(getattr(auto, name), getattr(fixed, name), err_msg=name)
     assert auto.n_iter_total_ > fixed.n_iter_total_
