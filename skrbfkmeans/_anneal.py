@@ -37,6 +37,8 @@ count (``count_lifetimes``, ``choose_count``) and fits that many clusters.
 from typing import NamedTuple
 
 import numpy as np
+from scipy.cluster.hierarchy import linkage
+from scipy.spatial.distance import squareform
 
 from ._engine import free_energy, labels_margins, m_step, moments, statistics
 from ._lloyd import kmeans_lloyd, lloyd
@@ -74,7 +76,7 @@ class AnnealResult(NamedTuple):
     activation_path: np.ndarray
     critical_sigmas: np.ndarray
     n_polish_moves: int
-    cophenetic: np.ndarray
+    split_linkage: np.ndarray
     count_lifetimes: np.ndarray
 
 
@@ -211,10 +213,10 @@ class _Path:
 
         ``n_iter`` counts every EM and Lloyd iteration of the run,
         ``n_iter_final`` those of the run that produced ``centers``; ``args``
-        are ``converged, certified, activation, moves, cophenetic`` (the
-        copies' split widths); the lifetimes are this path's.
+        are ``converged, certified, activation, moves, tree`` (the copies'
+        split widths, stored as a linkage matrix); the lifetimes are this path's.
         """
-        converged, certified, activation, moves, cophenetic = args
+        converged, certified, activation, moves, tree = args
         return AnnealResult(
             centers=centers,
             sigma=float(sigma),
@@ -231,7 +233,7 @@ class _Path:
             activation_path=np.array(self.act, dtype=object),
             critical_sigmas=np.array(self.critical),
             n_polish_moves=moves,
-            cophenetic=cophenetic,
+            split_linkage=_linkage(tree),
             count_lifetimes=count_lifetimes(self.sigma, self.n),
         )
 
@@ -376,6 +378,17 @@ def _extrapolate(centers, step, last_step):
     if cosine <= 0.95 or rho >= 0.995:
         return centers
     return centers + float(min(rho / (1.0 - rho), 10.0)) * step
+
+
+def _linkage(tree):
+    """SciPy linkage matrix of split widths ``tree`` (an ultrametric).
+
+    Single linkage reproduces an ultrametric's heights exactly; leaf ``i``
+    is row ``i``. One cluster gives an empty (0, 4) array.
+    """
+    if tree.shape[0] < 2:
+        return np.zeros((0, 4))
+    return linkage(squareform(tree, checks=False), method="single")
 
 
 def _flat_tree(n_clusters, width):

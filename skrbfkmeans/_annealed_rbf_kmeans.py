@@ -3,8 +3,6 @@
 from numbers import Integral, Real
 
 import numpy as np
-from scipy.cluster.hierarchy import linkage
-from scipy.spatial.distance import squareform
 from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -18,17 +16,6 @@ from ._engine import squared_norms
 from ._rows import MemoryRows
 from ._threads import one_blas_thread
 from ._validation import warn_user
-
-
-def _linkage(cophenetic):
-    """SciPy linkage matrix of the clusters' split widths (an ultrametric).
-
-    Single linkage reproduces an ultrametric's heights exactly; leaf ``i``
-    is row ``i``. One cluster gives an empty (0, 4) array.
-    """
-    if cophenetic.shape[0] < 2:
-        return np.zeros((0, 4))
-    return linkage(squareform(cophenetic, checks=False), method="single")
 
 
 def _mass_unit(sample_weight):
@@ -523,7 +510,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self.n_polish_moves_ = result.n_polish_moves
         self.n_clusters_ = result.centers.shape[0]
         self.cluster_count_lifetimes_ = result.count_lifetimes
-        self.split_linkage_ = _linkage(result.cophenetic * scale)
+        self.split_linkage_ = result.split_linkage.copy()
+        self.split_linkage_[:, 2] *= scale
         self._warn_not_converged(": the final phase")
         counts, inertia = (None, None) if final is None else final[:2]
         self._set_fitted(rows, result.centers, self.sigma_, counts, inertia)

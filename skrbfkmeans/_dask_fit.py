@@ -7,9 +7,6 @@ attributes and the warnings are the estimators' own, shared with the NumPy
 fit.
 """
 
-import numpy as np
-from scipy.cluster.hierarchy import cophenet
-from scipy.spatial.distance import squareform
 from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _is_arraylike_not_scalar
@@ -37,13 +34,6 @@ def prepare_rbf_kmeans(est, X, sample_weight):
         sample_size(rows.n_samples, est.n_clusters), random_state, variance=True
     )
     return rows, init, Xs, ws, mean_var * est.tol, random_state
-
-
-def _cophenetic(Z, n_clusters):
-    """Return the clusters' split widths (square) from a linkage matrix."""
-    if n_clusters < 2:
-        return np.zeros((n_clusters, n_clusters))
-    return squareform(cophenet(Z))
 
 
 def fit_annealed(est, X, sample_weight):
@@ -95,7 +85,7 @@ def fit_annealed(est, X, sample_weight):
         activation_path=sub.activation_path_,
         critical_sigmas=sub.critical_sigmas_,
         n_polish_moves=sub.n_polish_moves_,
-        cophenetic=_cophenetic(sub.split_linkage_, sub.n_clusters_),
+        split_linkage=sub.split_linkage_,
         count_lifetimes=sub.cluster_count_lifetimes_,
     )
     return rows, result, rows.final(centers, sigma, act)
