@@ -6,7 +6,6 @@ the wrong ones. Moving one centre from where it matters least to the cluster
 that gains most from a second centre, then running Lloyd, closes that gap.
 """
 
-import warnings
 from numbers import Integral
 
 import numpy as np
@@ -24,7 +23,7 @@ from ._loss import check_data_centers
 from ._rows import MemoryRows
 from ._scaling import working_units
 from ._threads import one_blas_thread
-from ._validation import check_n_samples
+from ._validation import check_n_samples, warn_user
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
 MAX_PAIRS = 24
@@ -228,14 +227,11 @@ def kmeans_polish(
     1
     """
     if not (isinstance(random_state, str) and random_state == "deprecated"):
-        # Attributed to the caller's line: past this function, the
-        # one-thread wrapper and scikit-learn's parameter validation.
-        warnings.warn(
+        warn_user(
             "The parameter 'random_state' of kmeans_polish has no effect (the "
             "search makes no random draw); it is deprecated in 0.1 and will "
             "be removed in 0.2. Remove it from the call.",
             FutureWarning,
-            stacklevel=4,
         )
     X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
     check_n_samples(X.shape[0], centers.shape[0])

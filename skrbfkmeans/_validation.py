@@ -10,24 +10,30 @@ import sys
 import warnings
 
 import sklearn.base
+import sklearn.utils._param_validation
 from sklearn.utils.validation import _check_sample_weight
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-_FIT_CONTEXT_FILE = os.path.abspath(sklearn.base.__file__)
+# scikit-learn's wrappers around our entry points: _fit_context (methods)
+# and validate_params (functions).
+_WRAPPER_FILES = {
+    os.path.abspath(sklearn.base.__file__),
+    os.path.abspath(sklearn.utils._param_validation.__file__),
+}
 
 
 def warn_user(message, category):
     """``warnings.warn`` attributed to the first frame outside the package.
 
-    Frames of this package and of scikit-learn's ``_fit_context`` wrapper
-    are skipped, so that the warning names the user's line whatever the
-    depth of the call inside the package.
+    Frames of this package and of scikit-learn's wrappers of its entry
+    points are skipped, so that the warning names the user's line whatever
+    the depth of the call inside the package.
     """
     frame, level = sys._getframe(1), 2
-    while frame is not None and (
-        os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR)
-        or os.path.abspath(frame.f_code.co_filename) == _FIT_CONTEXT_FILE
-    ):
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not (filename.startswith(_PACKAGE_DIR) or filename in _WRAPPER_FILES):
+            break
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
 

@@ -46,6 +46,16 @@ def _palette(n_colors):
     return np.asarray(cmap(points))[:, :3]
 
 
+def _check_annealed(estimator, name):
+    """Raise unless ``estimator`` is a fitted annealing (with its path)."""
+    check_is_fitted(estimator)
+    if not hasattr(estimator, "sigma_path_"):
+        raise TypeError(
+            f"{name} needs a fitted AnnealedRBFKMeans (an estimator with "
+            f"sigma_path_); got {type(estimator).__name__}."
+        )
+
+
 def plot_annealing_path(estimator, ax=None):
     """Plot the centre trajectories of an annealing run against the width.
 
@@ -94,12 +104,7 @@ def plot_annealing_path(estimator, ax=None):
     >>> ax.get_xscale(), len(ax.get_lines()) == 2 + len(est.critical_sigmas_) + 1
     ('log', True)
     """
-    check_is_fitted(estimator)
-    if not hasattr(estimator, "sigma_path_"):
-        raise TypeError(
-            "plot_annealing_path needs a fitted AnnealedRBFKMeans (an estimator "
-            f"with sigma_path_); got {type(estimator).__name__}."
-        )
+    _check_annealed(estimator, "plot_annealing_path")
     if ax is None:
         ax = _new_axes()
     sigmas = np.asarray(estimator.sigma_path_)
@@ -145,15 +150,6 @@ def plot_annealing_path(estimator, ax=None):
     )
     ax.legend(fontsize="small")
     return ax
-
-
-def _check_annealed(estimator, name):
-    check_is_fitted(estimator)
-    if not hasattr(estimator, "split_linkage_"):
-        raise TypeError(
-            f"{name} needs a fitted AnnealedRBFKMeans (an estimator with "
-            f"split_linkage_); got {type(estimator).__name__}."
-        )
 
 
 def plot_cluster_lifetimes(estimator, ax=None):
