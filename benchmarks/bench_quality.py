@@ -2,21 +2,24 @@
 
 One ``AnnealedRBFKMeans`` run (with and without the split/merge polish)
 against ``KMeans(n_init=1)``, ``KMeans(n_init=1)`` followed by
-``kmeans_polish``, and ``KMeans(n_init=10)`` (k-means++, Lloyd) on eleven
+``kmeans_polish``, and ``KMeans(n_init=10)`` (k-means++, Lloyd) on fourteen
 data sets: a 10 x 10 grid of small Gaussians (k=100), 50 blobs in 8-D, 25
 overlapping blobs in 2-D, the digits with k=10 and k=30, four clusters of
 very unequal sizes (2000/150/60/40, k=4), six sheared blobs, ten 16-D blobs
 of spreads 0.5 to 3, uniform data in the square (k=16), eight overlapping
-5-D blobs and the standardised wine data (k=3). One BLAS/OpenMP thread. The
-table
-gives the inertia relative to ``KMeans(n_init=10)`` (negative: annealing is better), the
-adjusted Rand index against the generating labels where they exist, the wall
-time (median of ``--repeat`` runs) and the time ratio to ``KMeans(n_init=10)``.
+5-D blobs, the standardised wine data (k=3), and three sets with more rows
+than the annealing's sample (which anneals on 10000 units of weight and
+finishes on every row): 20 blobs in 8-D (200000 rows), 25 overlapping
+blobs in 2-D (100000 rows) and the grid with 500 points per cluster. One
+BLAS/OpenMP thread. The table gives the inertia relative to
+``KMeans(n_init=10)`` (negative: annealing is better), the adjusted Rand
+index against the generating labels where they exist, the wall time
+(median of ``--repeat`` runs) and the time ratio to ``KMeans(n_init=10)``.
 
 The ``base`` column compares AnnealedRBFKMeans's inertia with the one
-recorded before the speed work (``BASELINE``, commit 82cbbed, 2026-12-03):
-the schedule may change results for speed only while every set stays within
-+0.05% of it and certified.
+recorded before the speed work (``BASELINE``, commit 82cbbed, 2026-12-03;
+b2d9b92 for the three large sets): the schedule may change results for
+speed only while every set stays within +0.05% of it and certified.
 
 Run: ``python benchmarks/bench_quality.py [--repeat 3] [--only NAME]``.
 """
@@ -34,12 +37,30 @@ from threadpoolctl import threadpool_limits
 from skrbfkmeans import AnnealedRBFKMeans, kmeans_polish
 
 
-def grid_10x10(seed=0):
+def grid_10x10(seed=0, per_cluster=50):
     rng = np.random.default_rng(seed)
     centers = np.array([(i, j) for i in range(10) for j in range(10)], float)
-    labels = np.repeat(np.arange(100), 50)
+    labels = np.repeat(np.arange(100), per_cluster)
     X = centers[labels] + 0.1 * rng.standard_normal((labels.size, 2))
     return X, labels, 100
+
+
+def grid_large(seed=0):
+    return grid_10x10(seed, per_cluster=500)
+
+
+def blobs_large(seed=0):
+    X, y = make_blobs(
+        n_samples=200_000, centers=20, n_features=8, cluster_std=1.5, random_state=seed
+    )
+    return X, y, 20
+
+
+def overlapping_large(seed=0):
+    X, y = make_blobs(
+        n_samples=100_000, centers=25, n_features=2, cluster_std=1.2, random_state=seed
+    )
+    return X, y, 25
 
 
 def blobs_8d(seed=0):
@@ -91,6 +112,12 @@ BASELINE = {
     "uniform-k16": 39.8907050178577,
     "overlap8-5d": 185713.43709612137,
     "wine-k3": 1277.9284888446423,
+    # Recorded at commit b2d9b92 (2026-12-03), before the fit of many rows
+    # annealed on a sample; overlap25-2d-1e5 was not certified there (its
+    # final Lloyd run stopped at max_iter=100).
+    "blobs20-8d-2e5": 3594326.6835891427,
+    "overlap25-2d-1e5": 192753.2789796966,
+    "grid10x10-5e4": 998.1867106748199,
 }
 
 
@@ -143,6 +170,9 @@ DATASETS = {
     "uniform-k16": uniform_2d,
     "overlap8-5d": overlap_5d,
     "wine-k3": wine,
+    "blobs20-8d-2e5": blobs_large,
+    "overlap25-2d-1e5": overlapping_large,
+    "grid10x10-5e4": grid_large,
 }
 
 

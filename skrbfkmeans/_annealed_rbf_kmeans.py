@@ -3,17 +3,26 @@
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context
+from sklearn.base import _fit_context, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
 from . import _dask, _dask_fit
-from ._anneal import anneal, anneal_auto, first_critical_sigma, kmeans_from_init
+from ._anneal import (
+    AnnealResult,
+    anneal,
+    anneal_auto,
+    first_critical_sigma,
+    kmeans_from_init,
+)
 from ._assign import ACTIVATIONS
 from ._base import _BaseRBFKMeans, _tolerance
+from ._dask import sample_size
 from ._engine import squared_norms
-from ._rows import MemoryRows
+from ._lloyd import lloyd
+from ._rows import MemoryRows, certify, em_fixed_sigma, weight_sample
+from ._rows import lloyd as rows_lloyd
 from ._threads import one_blas_thread
 from ._validation import warn_user
 
@@ -237,14 +246,21 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     when the data never split. The rule finds clusters that are separated
     relative to their own spread; it is not a test of clustering tendency.
 
-    On a dask array or DataFrame (the ``dask`` extra) the schedule, the
-    polish and the ``*_path_`` attributes are computed in memory on a uniform
-    sample of ``min(n_samples, max(10000, 100 n_clusters))`` rows
-    (``max_clusters`` for ``"auto"``) with their
-    weights (all rows when there are no more); the final phase (Lloyd until
-    the centres stop changing, or EM at a float ``sigma_end``) and the
-    certificate run on every row, one ``compute`` per iteration.
-    ``certified_`` therefore holds for all the data.
+    **Many rows.** With more than ``max(10000, 100 n_clusters)`` rows
+    (``max_clusters`` for ``"auto"``) the schedule, the polish and the
+    ``*_path_`` attributes are computed on a sample of that many units of
+    weight, and the final phase (Lloyd until the labels are stable, or EM at
+    a float ``sigma_end``) and the certificate run on every row:
+    ``certified_`` holds for all the data, and ``inertia_`` and
+    ``objective_`` are all the data's, while the path's energies are the
+    sample's. On NumPy and SciPy input the sample is stratified by weight
+    (``W / m`` of the total weight per stratum, one point drawn in each from
+    a fixed seed, so the fit depends on the data only; a row counts as often
+    as it is drawn): integer weights and rows repeated in place draw the
+    same rows. On a dask array or DataFrame (the ``dask`` extra) it is a
+    uniform sample of rows with their weights, drawn with ``random_state``,
+    and each iteration of the final phase is one ``compute``. With ``init``
+    other than ``"anneal"`` every row is used throughout.
 
     References
     ----------
@@ -394,6 +410,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
+        n_req = self._requested_clusters()[0]
+        n_sample = sample_size(X.shape[0], n_req)
+        if anneal_init and n_sample < X.shape[0]:
+            idx, counts = weight_sample(sample_weight, n_sample)
+            # A few very heavy rows can leave too few distinct rows drawn.
+            if idx.size >= n_req:
+                return self._fit_sample(X, sample_weight, idx, counts)
         init = self._check_init_array(X) if self._init_is_array else self.init
         if self._init_is_array:
             n_init = self._resolve_n_init()  # KMeans's warning for n_init > 1
@@ -481,6 +504,77 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         result = best[1]
         self._apply(rows, result)
         return self
+
+    def _fit_sample(self, X, sample_weight, idx, counts):
+        """Anneal on the rows ``idx`` of ``X``, then finish on every row.
+
+        ``idx, counts`` is ``_rows.weight_sample``'s sample (fixed,
+        stratified by weight); the rows drawn, weighted by how often they
+        were drawn, are fitted by a clone (the schedule, the splits, the
+        polish), then ``_finish_sample_fit`` runs on every row.
+        """
+        sub = clone(self).fit(X[idx], sample_weight=counts.astype(X.dtype))
+        X, offset, _ = self._working_units(X, sample_weight)
+        rows = MemoryRows(X, sample_weight, offset)
+        result = self._finish_sample_fit(rows, sub)
+        self._apply(rows, result, *self._final_pass(rows, result))
+        return self
+
+    def _finish_sample_fit(self, rows, sub):
+        """Fit every row, starting from ``sub`` (fitted on a sample of them).
+
+        Lloyd's algorithm from the sample's centres until the labels are
+        stable (or, with a float ``sigma_end``, EM at that width) and the
+        certificate, on ``rows`` (in ``self._units``). Returns an
+        ``AnnealResult`` in working units whose path is the sample's (its
+        energies are the sample's: weights that add up to its size).
+        """
+        units = self._units
+        scale, act = units.scale, sub._activation
+        centers = units.points(sub.cluster_centers_)
+        if self.sigma_end == "auto":
+            finish = lloyd if isinstance(rows, MemoryRows) else rows_lloyd
+            centers, n_iter, converged = finish(rows, centers, self.max_iter)
+            sigma, certified = certify(rows, centers, sub.sigma_ / scale)
+        else:
+            sigma = float(self.sigma_end) / scale
+            centers, n_iter, converged = em_fixed_sigma(
+                rows,
+                centers,
+                sigma,
+                act,
+                max_iter=self.max_iter,
+                tol=0.0 if self.tol == 0 else (30 * self.tol) ** 2 * 2 * sigma**2,
+            )
+            cert_sigma, certified = certify(rows, centers, sigma)
+            certified &= cert_sigma >= sigma
+        linkage = sub.split_linkage_.copy()
+        linkage[:, 2] /= scale
+        return AnnealResult(
+            centers=centers,
+            sigma=float(sigma),
+            n_iter=sub.n_iter_total_ + n_iter,
+            n_iter_final=n_iter,
+            converged=bool(sub.converged_ and converged),
+            certified=bool(certified),
+            activation=act,
+            sigma_path=sub.sigma_path_ / scale,
+            centers_path=units.points(sub.centers_path_),
+            objective_path=sub.objective_path_ / (scale * scale),
+            inertia_path=sub.inertia_path_ / (scale * scale),
+            n_distinct_path=sub.n_distinct_centers_path_,
+            activation_path=sub.activation_path_,
+            critical_sigmas=sub.critical_sigmas_ / scale,
+            n_polish_moves=sub.n_polish_moves_,
+            split_linkage=linkage,
+            count_lifetimes=sub.cluster_count_lifetimes_,
+        )
+
+    @staticmethod
+    def _final_pass(rows, result):
+        """``(objective, final)`` of ``_apply`` from one final pass on ``rows``."""
+        final = rows.final(result.centers, result.sigma, result.activation)
+        return final[2], final
 
     def _apply(self, rows, result, objective=None, final=None):
         """Set the fitted attributes from an ``AnnealResult`` (NumPy or dask).

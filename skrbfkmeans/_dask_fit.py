@@ -11,9 +11,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
-from ._anneal import AnnealResult
 from ._dask import DaskRows, sample_size
-from ._rows import certify, em_fixed_sigma, lloyd
 from ._scaling import Units
 
 
@@ -41,10 +39,11 @@ def fit_annealed(est, X, sample_weight):
 
     The schedule (splits, merges, polish) runs in memory on a sample, then
     Lloyd's algorithm (or EM at ``sigma_end``) and the certificate on every
-    row. Returns ``(rows, result, final)`` for the estimator to apply: the
-    rows, an ``AnnealResult`` in the user's units (dask rows are not
-    rescaled) whose path is the sample's, and the final pass's
-    ``(label counts, inertia, objective)``.
+    row (``est._finish_sample_fit``, shared with the NumPy fit of many rows).
+    Returns ``(rows, result, final)`` for the estimator to apply: the rows,
+    an ``AnnealResult`` in the user's units (dask rows are not rescaled)
+    whose path is the sample's, and the final pass's ``(label counts,
+    inertia, objective)``.
     """
     n_clusters, _ = est._requested_clusters()
     rows = DaskRows(est, X, sample_weight)
@@ -52,40 +51,5 @@ def fit_annealed(est, X, sample_weight):
     random_state = check_random_state(est.random_state)
     Xs, ws, _ = rows.sample(sample_size(rows.n_samples, n_clusters), random_state)
     sub = clone(est).set_params(random_state=random_state).fit(Xs, sample_weight=ws)
-    act = sub._activation
-    if est.sigma_end == "auto":
-        centers, n_iter, converged = lloyd(rows, sub.cluster_centers_, est.max_iter)
-        sigma, certified = certify(rows, centers, sub.sigma_)
-    else:
-        sigma = float(est.sigma_end)
-        T = 2.0 * sigma**2
-        centers, n_iter, converged = em_fixed_sigma(
-            rows,
-            sub.cluster_centers_,
-            sigma,
-            act,
-            max_iter=est.max_iter,
-            tol=0.0 if est.tol == 0 else (30 * est.tol) ** 2 * T,
-        )
-        cert_sigma, certified = certify(rows, centers, sigma)
-        certified &= cert_sigma >= sigma
-    result = AnnealResult(
-        centers=centers,
-        sigma=float(sigma),
-        n_iter=sub.n_iter_total_ + n_iter,
-        n_iter_final=n_iter,
-        converged=bool(sub.converged_ and converged),
-        certified=bool(certified),
-        activation=act,
-        sigma_path=sub.sigma_path_,
-        centers_path=sub.centers_path_,
-        objective_path=sub.objective_path_,
-        inertia_path=sub.inertia_path_,
-        n_distinct_path=sub.n_distinct_centers_path_,
-        activation_path=sub.activation_path_,
-        critical_sigmas=sub.critical_sigmas_,
-        n_polish_moves=sub.n_polish_moves_,
-        split_linkage=sub.split_linkage_,
-        count_lifetimes=sub.cluster_count_lifetimes_,
-    )
-    return rows, result, rows.final(centers, sigma, act)
+    result = est._finish_sample_fit(rows, sub)
+    return rows, result, rows.final(result.centers, result.sigma, result.activation)

@@ -168,3 +168,30 @@ def certify(rows, centers, sigma_max):
     scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
     ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
     return sigma, bool(ok)
+
+
+def weight_sample(sample_weight, n_units):
+    """Rows and counts of a stratified sample of ``n_units`` units of weight.
+
+    The total weight ``W`` is cut into ``n_units`` strata of equal weight,
+    laid along the rows in their order, and one point is drawn uniformly in
+    each stratum (from a fixed seed: the sample depends on the data only);
+    a row is drawn once per point that falls in its weight. Rows of weight
+    zero are never drawn; a row heavier than ``W / n_units`` is drawn at
+    least that many times. Integer weights and rows repeated in place give
+    the same points: ``X`` with weights ``w`` and ``np.repeat(X, w, axis=0)``
+    draw the same rows the same number of times (the copies of one row
+    drawn separately in the second).
+
+    Returns the drawn row indices (sorted, distinct) and how many points
+    fell in each (integers summing to ``n_units``).
+    """
+    cum = np.cumsum(sample_weight, dtype=np.float64)
+    step = cum[-1] / n_units
+    rng = np.random.default_rng(0)
+    points = (np.arange(n_units) + rng.random(n_units)) * step
+    idx = np.searchsorted(cum, points, side="right")
+    # Rounding can put the last point at the total weight: the last row of
+    # positive weight takes it.
+    idx = np.minimum(idx, np.flatnonzero(sample_weight > 0)[-1])
+    return np.unique(idx, return_counts=True)
