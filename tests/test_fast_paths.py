@@ -166,6 +166,33 @@ def test_fast_path_sparse_input_matches_dense():
     assert_allclose(fast.S, dense.S + np.outer(dense.N, offset), atol=1e-11)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_centre_far_from_every_row_gets_nothing(sparse):
+    # Check that a centre whose scores are all far below their rows' maxima
+    # receives exactly no mass on the fast path and keeps its place, dense
+    # rows (the clamped dense route: most scores are near) and CSR alike;
+    # the clamp's exp(-cut) per row once added up to a mass of about 1e-15
+    # whose "mean" (the mean of every row) moved the centre far from any
+    # row: a sparse fit then differed from the dense one (seed 21615 of
+    # test_equivariance). The exact mass is below 1e-20: the straightforward
+    # path agrees with 0 to the working precision of N.
+    rng = np.random.default_rng(0)
+    # Rows about 5 +- 1 on the first axis: between the first two centres,
+    # scores 50 to 90 below their maxima at the third (the cut is 38).
+    X = 0.3 * rng.standard_normal((300, 3))
+    X[:, 0] += 5.0
+    X_in = sp.csr_array(X) if sparse else X
+    C = np.array([[4.5, 0.0, 0.0], [5.5, 0.0, 0.0], [-2.0, 0.0, 0.0]])
+    w = np.ones(300)
+    offset = data_offset(X_in, w)
+    x_sq = squared_norms(X_in, offset)
+    fast = statistics(X_in, w, C, 0.6, "softmax", offset, x_sq)
+    slow = statistics(X_in, w, C, 0.6, "softmax", offset, x_sq, route="general")
+    assert fast.N[2] == 0.0 and not fast.S[2].any()
+    assert 0.0 < slow.N[2] < 1e-20
+    assert_allclose(fast.N, slow.N, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("sigma", [1e-300, 1e-150, 1e150, 1e300])
 def test_scaled_centres_refused_where_they_would_overflow(sigma):
     # Check that the scaled scores are used only where they stay finite, and
