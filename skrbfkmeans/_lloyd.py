@@ -9,11 +9,11 @@ and its partial distance ``e = ||mu||^2 - 2 x . mu`` to its own centre and
 applies exactly that rule, so an iteration costs ``n m d + n_m k d`` for
 ``m`` moved centres holding ``n_m`` samples, instead of ``n k d``.
 
-On small dense data (``_use_bounds``: a pass of at most ``2^17`` distances
-with 16 centres or more) most iterations of the polish's trials move many
-centres a little, and the pass is mostly fixed costs: there Hamerly's bounds
-(``_Bounds``) decide which rows may change label, and only those get their
-distances; the rest keep their label without any distance computed.
+Most iterations of a Lloyd run (the polish's trials included) move many
+centres a little. On dense data with 16 to 64 centres in at most 16
+features (``_use_bounds``) Hamerly's bounds (``_Bounds``) decide which rows
+may change label, and only those get their distances; the rest keep their
+label without any distance computed.
 
 Labels follow the full pass's rule: the nearest centre, the lowest index
 among exact ties (as ``numpy.argmin`` and scikit-learn's Lloyd). Partial
@@ -48,16 +48,20 @@ def _is_small(X, n_clusters):
 
 
 def _use_bounds(X, n_clusters):
-    """Whether small data takes the bounded steps (``_Bounds``).
+    """Whether Lloyd's steps on dense ``X`` are bounded (``_Bounds``).
 
     A bounded step costs a few passes over a vector of ``n`` and the
-    distances of the rows it cannot clear; a full pass ``n k d``. Measured
-    on the polish of bench_quality's sets: 0.6-0.8x the time from 16
-    centres on (and with 10 centres in 64 features), 1.2-1.6x with 3 to 10
-    centres in 2 to 16 features.
+    distances of the rows it cannot clear; a full pass ``n k d``. Hamerly's
+    one lower bound per row clears most rows where the centres are few
+    against the rows and the dimension is low; one centre moving far lowers
+    every row's bound, which many centres make likely, and distances
+    concentrate in many dimensions. Measured on the polish of
+    bench_quality's sets (2026-12-03): 0.6-0.8x the time with 16 to 25
+    centres in 2 to 8 features, 1.0-1.06x with 30 to 100 centres or 64
+    features, 1.2-1.6x with 3 to 10 centres.
     """
     d = X.shape[1]
-    return _is_small(X, n_clusters) and (n_clusters >= 16 or n_clusters * d >= 512)
+    return not sp.issparse(X) and 16 <= n_clusters <= 64 and d <= 16
 
 
 def _coincident(centers):
@@ -65,18 +69,25 @@ def _coincident(centers):
     return np.unique(centers, axis=0).shape[0] < centers.shape[0]
 
 
-def _nearest(X, centers, offset):
-    """Nearest of ``centers`` (lowest index among ties) and its partial distance."""
+def _nearest(X, centers, offset, second=False):
+    """Nearest of ``centers`` (lowest index among ties) and its partial distance.
+
+    With ``second``, also the runner-up's partial distance.
+    """
     n = X.shape[0]
     labels = np.empty(n, dtype=np.intp)
     e_own = np.empty(n, dtype=centers.dtype)
+    e_second = np.empty(n, dtype=centers.dtype) if second else None
 
     def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
         e_own[sl] = e_min
+        if second:
+            E[np.arange(imin.shape[0]), imin] = np.inf
+            e_second[sl] = E.min(axis=1)
 
     BlockPlan(X, centers, offset).map(block)
-    return labels, e_own
+    return (labels, e_own, e_second) if second else (labels, e_own)
 
 
 def _small_full_pass(rows, centers, second=False):
@@ -109,18 +120,20 @@ def _small_full_pass(rows, centers, second=False):
     return labels, e_own, N, S, E.min(axis=1)
 
 
-def _full_pass(rows, centers):
+def _full_pass(rows, centers, second=False):
     """Labels, partial distances and the exact sums ``N``, ``S`` in one pass.
 
     The sums are taken block by block on centred rows, as the engine takes
-    them: one sparse product per block.
+    them: one sparse product per block. With ``second``, also the
+    runner-up's partial distance of every row (for ``_Bounds``).
     """
     X, w = rows.X, rows.w.astype(np.float64)
     n, k = X.shape[0], centers.shape[0]
     if _is_small(X, k):
-        return _small_full_pass(rows, centers)
+        return _small_full_pass(rows, centers, second)
     labels = np.empty(n, dtype=np.intp)
     e_own = np.empty(n, dtype=centers.dtype)
+    e_second = np.empty(n, dtype=centers.dtype) if second else None
 
     def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
@@ -128,12 +141,16 @@ def _full_pass(rows, centers):
         b = imin.shape[0]
         P = sp.csr_array((w[sl], imin, np.arange(b + 1)), shape=(b, k))
         Sb = P.T @ Xb
+        if second:
+            E[np.arange(b), imin] = np.inf
+            e_second[sl] = E.min(axis=1)
         return Sb.toarray() if sp.issparse(Sb) else Sb
 
     S = np.zeros((k, X.shape[1]))
     for Sb in BlockPlan(X, centers, rows.offset).map(block):
         S += Sb
-    return labels, e_own, np.bincount(labels, weights=w, minlength=k), S
+    N = np.bincount(labels, weights=w, minlength=k)
+    return (labels, e_own, N, S, e_second) if second else (labels, e_own, N, S)
 
 
 class IncrementalLloyd:
@@ -154,7 +171,7 @@ class IncrementalLloyd:
         self.centers = centers
         self.bounds = None
         if _use_bounds(self.rows.X, centers.shape[0]):
-            labels, e_own, N, S, e_second = _small_full_pass(self.rows, centers, True)
+            labels, e_own, N, S, e_second = _full_pass(self.rows, centers, True)
             self.bounds = _Bounds(self.rows, e_own, e_second)
         else:
             labels, e_own, N, S = _full_pass(self.rows, centers)
@@ -191,8 +208,13 @@ class IncrementalLloyd:
         ``shift`` (every centre's displacement since the labels were
         computed, when known) lets small data take the bounded step.
         """
-        if self.bounds is not None and shift is not None:
-            return self._bounded_step(shift)
+        if self.bounds is not None:
+            if shift is not None:
+                return self._bounded_step(shift)
+            # Centres moved from outside (a trial move): new bounds.
+            old = self.labels
+            self._reset(self.centers)
+            return not np.array_equal(self.labels, old)
         rows = self.rows
         X, offset = rows.X, rows.offset
         n, k = X.shape[0], self.centers.shape[0]
@@ -257,7 +279,7 @@ class IncrementalLloyd:
         return n_iter, False
 
     def _bounded_step(self, shift):
-        """Relabel only the rows whose bounds allow a change (small data).
+        """Relabel only the rows whose bounds allow a change.
 
         ``_Bounds.candidates`` names the rows whose nearest centre may have
         changed; they get their distances to every centre (the full pass's
@@ -274,14 +296,18 @@ class IncrementalLloyd:
         self.exact = False
         if cand.size == 0:
             return False
-        pc = PreparedCenters(self.centers, rows.offset, self.centers.dtype)
-        E = rows.centred()[cand] @ pc.minus_2t
-        E += pc.sq
-        lab = np.argmin(E, axis=1)
-        r = np.arange(cand.size)
-        e = E[r, lab]
-        E[r, lab] = np.inf
-        bounds.update(cand, e, E.min(axis=1))
+        if _is_small(rows.X, self.centers.shape[0]):
+            pc = PreparedCenters(self.centers, rows.offset, self.centers.dtype)
+            E = rows.centred()[cand] @ pc.minus_2t
+            E += pc.sq
+            lab = np.argmin(E, axis=1)
+            r = np.arange(cand.size)
+            e = E[r, lab]
+            E[r, lab] = np.inf
+            e_second = E.min(axis=1)
+        else:
+            lab, e, e_second = _nearest(rows.X[cand], self.centers, rows.offset, True)
+        bounds.update(cand, e, e_second)
         self.e_own[cand] = e
         change = lab != self.labels[cand]
         changed, old = cand[change], self.labels[cand[change]]
@@ -342,7 +368,7 @@ class _Bounds:
     """
 
     def __init__(self, rows, e_own, e_second):
-        self.x_sq = rows.x_sq.astype(np.float64)
+        self.x_sq = np.asarray(rows.x_sq, dtype=np.float64)
         d = rows.X.shape[1]
         eps = float(np.finfo(e_own.dtype).eps)
         scale_sq = 2.0 * float(self.x_sq.max()) if self.x_sq.size else 0.0

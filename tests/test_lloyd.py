@@ -20,15 +20,21 @@ from skrbfkmeans._rows import MemoryRows
 from skrbfkmeans._rows import lloyd as plain_lloyd
 
 
-@pytest.fixture(autouse=True, params=["incremental", "small-data", "bounded"])
+@pytest.fixture(
+    autouse=True, params=["incremental", "small-data", "bounded", "bounded-blocks"]
+)
 def steps(request, monkeypatch):
     # The test data are small: "small-data" makes every step a full pass on
     # the small-data route; "bounded" takes the bounded steps (Hamerly's
-    # bounds) whatever the number of centres; "incremental" makes every step
-    # incremental where it can be, and full passes block by block.
-    if request.param == "incremental":
+    # bounds) on dense rows whatever the number of centres, "bounded-blocks"
+    # also with the block loop of large data; "incremental" makes every
+    # step incremental where it can be, and full passes block by block.
+    if request.param in ("incremental", "bounded-blocks"):
         monkeypatch.setattr(_lloyd, "SMALL_PASS", 0)
-    monkeypatch.setattr(_lloyd, "_use_bounds", lambda X, k: request.param == "bounded")
+    bounded = request.param.startswith("bounded")
+    monkeypatch.setattr(
+        _lloyd, "_use_bounds", lambda X, k: bounded and not sp.issparse(X)
+    )
 
 
 def _rows(X, w=None):
