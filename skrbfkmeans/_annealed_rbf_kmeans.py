@@ -253,14 +253,15 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     a float ``sigma_end``) and the certificate run on every row:
     ``certified_`` holds for all the data, and ``inertia_`` and
     ``objective_`` are all the data's, while the path's energies are the
-    sample's. On NumPy and SciPy input the sample is stratified by weight
-    (``W / m`` of the total weight per stratum, one point drawn in each from
-    a fixed seed, so the fit depends on the data only; a row counts as often
-    as it is drawn): integer weights and rows repeated in place draw the
-    same rows. On a dask array or DataFrame (the ``dask`` extra) it is a
-    uniform sample of rows with their weights, drawn with ``random_state``,
-    and each iteration of the final phase is one ``compute``. With ``init``
-    other than ``"anneal"`` every row is used throughout.
+    sample's. The sample is stratified by weight (``W / m`` of the total
+    weight per stratum, one point drawn in each from a fixed seed, so the
+    fit depends on the data only; a row counts as often as it is drawn):
+    integer weights and rows repeated in place draw the same rows. A dask
+    array or DataFrame (the ``dask`` extra) draws the same sample chunk by
+    chunk, so its fit is the NumPy fit to rounding; each iteration of its
+    final phase is one ``compute``. With ``init`` other than ``"anneal"``
+    NumPy input uses every row throughout, and dask input a uniform sample
+    of rows with their weights, drawn with ``random_state``.
 
     References
     ----------

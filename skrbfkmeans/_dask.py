@@ -23,6 +23,7 @@ from ._engine import (
     squared_norms,
     statistics,
 )
+from ._rows import draw_rows, weight_points
 from ._scaling import centred_magnitude, check_representable, safe_scale
 from ._threads import one_blas_thread
 from ._validation import check_n_samples, check_some_weight
@@ -338,6 +339,33 @@ class DaskRows:
             )
         return np.ascontiguousarray(Xs), np.ascontiguousarray(ws), mean_var
 
+    def weight_sample(self, n_units):
+        """``_rows.weight_sample`` of the rows: ``(rows, counts)`` in memory.
+
+        The chunks' weights are cumulated from their totals (one
+        ``compute``), each point goes to the chunk whose weight holds it, and
+        each chunk draws its rows as the NumPy sample does (one ``compute``
+        for all chunks). Integer weights give the NumPy sample exactly;
+        other weights to the rounding of the cumulated sums.
+        """
+        dask = self.dask
+        total = dask.delayed(_weight_total, pure=True)
+        totals = np.array(dask.compute(*[total(wb) for _, wb in self._blocks]))
+        ends = np.cumsum(totals)
+        points = weight_points(ends[-1], n_units)
+        chunk = np.searchsorted(ends, points, side="right")
+        chunk = np.minimum(chunk, np.flatnonzero(totals > 0)[-1])
+        draw = dask.delayed(_draw_block, pure=True, nout=2)
+        parts = [
+            draw(Xb, wb, ends[c] - totals[c], points[chunk == c])
+            for c, (Xb, wb) in enumerate(self._blocks)
+            if np.any(chunk == c)
+        ]
+        parts = dask.compute(*parts)
+        Xs = np.concatenate([p[0] for p in parts])
+        counts = np.concatenate([p[1] for p in parts])
+        return np.ascontiguousarray(Xs), counts
+
     def stats(self, centers, sigma, activation):
         """``(N, S, inertia)`` of one pass: one tree reduction, one compute."""
         return self.reduce(_pass_block, centers, sigma, activation, self.offset)
@@ -358,6 +386,17 @@ class DaskRows:
     def labels(self, centers):
         """Nearest centre of every row, a lazy int32 dask array."""
         return predict(self.X, centers, self.offset)
+
+
+def _weight_total(w):
+    return float(np.sum(w, dtype=np.float64))
+
+
+def _draw_block(X, w, start, points):
+    """Rows of one chunk drawn by ``points`` (its weight starts at ``start``)."""
+    cum = start + np.cumsum(w, dtype=np.float64)
+    idx, counts = draw_rows(cum, points, w)
+    return X[idx], counts
 
 
 def _sample_indices(n_samples, n_sample, random_state):

@@ -39,17 +39,28 @@ def fit_annealed(est, X, sample_weight):
 
     The schedule (splits, merges, polish) runs in memory on a sample, then
     Lloyd's algorithm (or EM at ``sigma_end``) and the certificate on every
-    row (``est._finish_sample_fit``, shared with the NumPy fit of many rows).
-    Returns ``(rows, result, final)`` for the estimator to apply: the rows,
-    an ``AnnealResult`` in the user's units (dask rows are not rescaled)
-    whose path is the sample's, and the final pass's ``(label counts,
-    inertia, objective)``.
+    row (``est._finish_sample_fit``, shared with the NumPy fit of many
+    rows). With ``init="anneal"`` the sample is the NumPy fit's
+    (``DaskRows.weight_sample``: the same rows, so the same fit to the
+    rounding of the sums over chunks); with another ``init``, a uniform
+    sample of rows drawn with ``random_state``. Returns ``(rows, result,
+    final)`` for the estimator to apply: the rows, an ``AnnealResult`` in
+    the user's units (dask rows are not rescaled) whose path is the
+    sample's, and the final pass's ``(label counts, inertia, objective)``.
     """
     n_clusters, _ = est._requested_clusters()
     rows = DaskRows(est, X, sample_weight)
     est._units = Units()
     random_state = check_random_state(est.random_state)
-    Xs, ws, _ = rows.sample(sample_size(rows.n_samples, n_clusters), random_state)
-    sub = clone(est).set_params(random_state=random_state).fit(Xs, sample_weight=ws)
+    n_sample = sample_size(rows.n_samples, n_clusters)
+    sample = None
+    if isinstance(est.init, str) and est.init == "anneal" and n_sample < rows.n_samples:
+        sample = rows.weight_sample(n_sample)
+        if sample[0].shape[0] < n_clusters:
+            sample = None  # a few very heavy rows: too few distinct rows drawn
+    if sample is None:
+        sample = rows.sample(n_sample, random_state)[:2]
+    sub = clone(est).set_params(random_state=random_state)
+    sub.fit(sample[0], sample_weight=sample[1].astype(sample[0].dtype))
     result = est._finish_sample_fit(rows, sub)
     return rows, result, rows.final(result.centers, result.sigma, result.activation)

@@ -175,23 +175,34 @@ def weight_sample(sample_weight, n_units):
 
     The total weight ``W`` is cut into ``n_units`` strata of equal weight,
     laid along the rows in their order, and one point is drawn uniformly in
-    each stratum (from a fixed seed: the sample depends on the data only);
-    a row is drawn once per point that falls in its weight. Rows of weight
-    zero are never drawn; a row heavier than ``W / n_units`` is drawn at
-    least that many times. Integer weights and rows repeated in place give
-    the same points: ``X`` with weights ``w`` and ``np.repeat(X, w, axis=0)``
-    draw the same rows the same number of times (the copies of one row
-    drawn separately in the second).
+    each stratum (``weight_points``, from a fixed seed: the sample depends
+    on the data only); a row is drawn once per point that falls in its
+    weight. Rows of weight zero are never drawn; a row heavier than
+    ``W / n_units`` is drawn at least that many times. Integer weights and
+    rows repeated in place give the same points: ``X`` with weights ``w``
+    and ``np.repeat(X, w, axis=0)`` draw the same rows the same number of
+    times (the copies of one row drawn separately in the second).
 
     Returns the drawn row indices (sorted, distinct) and how many points
     fell in each (integers summing to ``n_units``).
     """
     cum = np.cumsum(sample_weight, dtype=np.float64)
-    step = cum[-1] / n_units
+    return draw_rows(cum, weight_points(cum[-1], n_units), sample_weight)
+
+
+def weight_points(total, n_units):
+    """Return the points of ``weight_sample``: one uniform draw per stratum."""
     rng = np.random.default_rng(0)
-    points = (np.arange(n_units) + rng.random(n_units)) * step
+    return (np.arange(n_units) + rng.random(n_units)) * (total / n_units)
+
+
+def draw_rows(cum, points, sample_weight):
+    """Rows whose weight (``cum``: cumulated weights) holds each of ``points``.
+
+    Returns the distinct rows, sorted, and how many points each holds.
+    """
     idx = np.searchsorted(cum, points, side="right")
-    # Rounding can put the last point at the total weight: the last row of
+    # Rounding can put a point at the total weight: the last row of
     # positive weight takes it.
     idx = np.minimum(idx, np.flatnonzero(sample_weight > 0)[-1])
     return np.unique(idx, return_counts=True)

@@ -293,3 +293,26 @@ def test_extreme_scales_raise(client, scale):
         AnnealedRBFKMeans(3).fit(da.from_array(X, chunks=200))
     with pytest.raises(ValueError, match="Multiply the dask array|Divide X"):
         RBFKMeans(3).fit(da.from_array(X, chunks=200))
+
+
+@pytest.mark.parametrize("weights", ["none", "integer", "float"])
+def test_annealed_on_a_sample_is_the_numpy_fit(client, weights):
+    # Check that with more rows than the sample, the dask fit anneals on the
+    # NumPy fit's sample (the same rows drawn, chunk by chunk): the same
+    # path and, after Lloyd on every row, the same centres to rounding.
+    X = _blobs(6, n_samples=12_000, n_features=2, centers=4)
+    rng = np.random.default_rng(6)
+    w = {
+        "none": np.ones(X.shape[0]),
+        "integer": rng.integers(0, 3, size=X.shape[0]).astype(float),
+        "float": rng.uniform(0.5, 2.0, size=X.shape[0]),
+    }[weights]
+    ref = AnnealedRBFKMeans(n_clusters=4).fit(X, sample_weight=w)
+    km = AnnealedRBFKMeans(n_clusters=4).fit(
+        da.from_array(X, chunks=2500), sample_weight=da.from_array(w, chunks=2500)
+    )
+    assert km.certified_ and ref.certified_
+    assert_array_equal(km.n_distinct_centers_path_, ref.n_distinct_centers_path_)
+    assert_allclose(km.sigma_path_, ref.sigma_path_, rtol=1e-10)
+    assert_allclose(km.cluster_centers_, ref.cluster_centers_, rtol=1e-10)
+    assert_allclose(km.inertia_, ref.inertia_, rtol=1e-10)
