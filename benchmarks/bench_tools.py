@@ -1,7 +1,8 @@
 """Which tool when: time and inertia of each clusterer against KMeans(n_init=10).
 
-The README's "which tool when" table quotes this script. On the eleven data
-sets of ``bench_quality.py`` it fits, with one BLAS/OpenMP thread:
+The README's "which tool when" table quotes this script. On the eleven smaller data
+sets of ``bench_quality.py`` (with ``--large``, its three sets of 50000 rows
+and more too) it fits, with one BLAS/OpenMP thread:
 
 - ``KMeans(n_init=10)``, the reference, and ``KMeans(n_init=1)``;
 - ``RBFKMeans()`` (softmax, ``sigma="auto"``) and
@@ -21,7 +22,7 @@ method, then the summary the README quotes: per method, the median and the
 range over the data sets of the time ratio and of the inertia difference.
 The date, the machine and the library versions head the output.
 
-Run: ``python benchmarks/bench_tools.py [--repeat 3] [--only NAME]``.
+Run: ``python benchmarks/bench_tools.py [--repeat 3] [--only NAME] [--large]``.
 """
 
 import argparse
@@ -34,7 +35,7 @@ import warnings
 import numpy as np
 import scipy
 import sklearn
-from bench_quality import DATASETS, PolishedKMeans
+from bench_quality import DATASETS, LARGE, PolishedKMeans
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
@@ -87,6 +88,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--only", default=None)
+    parser.add_argument(
+        "--large", action="store_true", help="also the sets of 50000 rows and more"
+    )
     args = parser.parse_args()
     now = datetime.datetime.now(datetime.timezone.utc)
     print(f"date: {now:%Y-%m-%d %H:%M} UTC; machine: {machine()}")
@@ -102,6 +106,8 @@ def main():
     )
     summary = {}
     for name, make_data in DATASETS.items():
+        if name in LARGE and not (args.large or args.only == name):
+            continue
         if args.only and args.only != name:
             continue
         X, _, k = make_data()

@@ -1,9 +1,11 @@
 """AnnealedRBFKMeans: the estimator around the annealing schedule of ``_anneal``."""
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
 from sklearn.base import _fit_context, clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _is_arraylike_not_scalar
@@ -514,9 +516,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         were drawn, are fitted by a clone (the schedule, the splits, the
         polish), then ``_finish_sample_fit`` runs on every row.
         """
-        sub = clone(self).fit(X[idx], sample_weight=counts.astype(X.dtype))
-        X, offset, _ = self._working_units(X, sample_weight)
-        rows = MemoryRows(X, sample_weight, offset)
+        # Every row in working units first: a range error names all the data.
+        Xw, offset, _ = self._working_units(X, sample_weight)
+        with warnings.catch_warnings():
+            # The fit's own ConvergenceWarning covers the sample's.
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            sub = clone(self).fit(X[idx], sample_weight=counts.astype(X.dtype))
+        rows = MemoryRows(Xw, sample_weight, offset)
         result = self._finish_sample_fit(rows, sub)
         self._apply(rows, result, *self._final_pass(rows, result))
         return self

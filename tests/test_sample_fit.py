@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
 from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
 
-from skrbfkmeans import AnnealedRBFKMeans
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 from skrbfkmeans._dask import sample_size
 from skrbfkmeans._rows import weight_sample
 
@@ -192,3 +193,25 @@ def test_heavy_rows_leave_too_few_distinct_rows():
     km = AnnealedRBFKMeans(n_clusters=4).fit(X, sample_weight=w)
     assert km.certified_
     assert km.n_clusters_ == 4
+
+
+def test_range_error_names_all_the_data():
+    # Check that data outside the working range raise the error of all the
+    # rows (the factor for their total weight), not of the sample's.
+    X = _blobs(7) * 1e200
+    with pytest.raises(ValueError) as annealed:
+        AnnealedRBFKMeans(n_clusters=4).fit(X)
+    with pytest.raises(ValueError) as plain:
+        RBFKMeans(n_clusters=4).fit(X)
+    assert "too large to cluster" in str(annealed.value)
+    assert str(annealed.value) == str(plain.value)
+
+
+def test_one_convergence_warning():
+    # Check that a final phase stopped by max_iter warns once (the sample's
+    # own warning is the fit's).
+    X = _blobs(8, centers=6)
+    with pytest.warns(ConvergenceWarning) as record:
+        km = AnnealedRBFKMeans(n_clusters=6, max_iter=2).fit(X)
+    assert not km.converged_
+    assert sum(issubclass(r.category, ConvergenceWarning) for r in record) == 1
