@@ -210,8 +210,8 @@ def test_range_error_names_all_the_data():
 def test_one_convergence_warning():
     # Check that a final phase stopped by max_iter warns once (the sample's
     # own warning is the fit's).
-    X = _blobs(8, centers=6)
+    X, _ = make_blobs(N_ROWS, centers=25, cluster_std=1.2, random_state=0)
     with pytest.warns(ConvergenceWarning) as record:
-        km = AnnealedRBFKMeans(n_clusters=6, max_iter=2).fit(X)
+        km = AnnealedRBFKMeans(n_clusters=25, max_iter=2).fit(X)
     assert not km.converged_
     assert sum(issubclass(r.category, ConvergenceWarning) for r in record) == 1
