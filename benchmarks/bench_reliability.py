@@ -34,7 +34,10 @@ the data as represented, moved back to the origin), ``dtypes``, ``sparse``
 fit), ``ties`` (duplicates, fewer distinct rows than clusters, exact ties,
 weights against repeated rows), ``degenerate-k``, ``bad-input`` (NaN, inf,
 negative or zero weights, wrong shapes, bad parameters: must be a clear
-error naming the problem, with the caller's arrays untouched), ``cli``
+error naming the problem, with the caller's arrays untouched),
+``many-rows`` (``AnnealedRBFKMeans`` on 12000 rows, which it anneals on a
+sample: scales, offsets, weights against repeated rows, zero weights, CSR,
+``n_clusters="auto"``), ``cli``
 (malformed files and options; ``--full`` adds more) and ``signals`` (SIGINT
 and SIGTERM 0.5 s after the start, while the input is open, 0.5 s into the
 fit and once a temporary output exists: exit 130 or 143, at most one stderr
@@ -2345,6 +2348,141 @@ def one_signal_case(root, sig, phase, n_rows):
 # -- driver -------------------------------------------------------------------
 
 
+# -- 8. many rows -------------------------------------------------------------
+
+
+def family_many_rows():
+    """AnnealedRBFKMeans on more rows than its sample (anneals on a sample).
+
+    12000 rows of three blobs at the scales of ``family_scales`` (float64
+    and float32), offset by up to 1e8, with weights (zeros, integer counts
+    against the rows repeated in place, floats), as CSR, and with
+    ``n_clusters="auto"``: the fit of the unit-scale rows, scaled; a
+    certified result a Lloyd fixed point of every row.
+    """
+    fam = "many-rows"
+    X0, _, _ = blobs(n=12_000)
+    n, d = X0.shape
+    mag0 = float(np.abs(X0 - X0.mean(axis=0)).max())
+    conservative0 = 4.0 * d * n * mag0**2
+    for dtype, rtol in ((np.float64, 1e-6), (np.float32, 1e-3)):
+        name = np.dtype(dtype).name
+        Xu = X0.astype(dtype)
+        ref = quietly(lambda: fit_ref(AnnealedRBFKMeans(3).fit(Xu)))
+        for a in (1e-300, 1e-150, 1e-10, 1.0, 1e10, 1e150, 1e152, 1e300):
+            with np.errstate(over="ignore"):
+                X = (Xu.astype(np.float64) * a).astype(dtype)
+            if not np.all(np.isfinite(X)) or not np.any(X):
+                continue
+            if np.abs(X.astype(np.float64) / a - Xu).max() > rtol * np.abs(Xu).max():
+                continue
+            api_case(
+                fam,
+                f"AnnealedRBFKMeans {name} a={a:.3g}",
+                lambda X=X: AnnealedRBFKMeans(3).fit(X),
+                lambda est, caught, a=a, X=X: check_annealed(est, X, ref, a, rtol),
+                expect=zone(a, ref[2], conservative0),
+                keywords=("large", "overflow"),
+                inputs=(X,),
+            )
+    for b in (1e4, 1e8):
+        X = X0 + b
+        ref_b = quietly(lambda X=X: fit_ref(AnnealedRBFKMeans(3).fit(X)))
+
+        def offset_check(est, caught, X=X, b=b, ref_b=ref_b):
+            problem = compare_fit(
+                est.labels_, est.cluster_centers_ - b, est.inertia_,
+                (ref_b[0], ref_b[1] - b, ref_b[2]), 1.0, 1e-6, atol=1e-6 * b,
+            )  # fmt: skip
+            if problem:
+                return problem
+            return check_annealed(est, X, ref_b, 1.0, 1e-4)
+
+        api_case(
+            fam,
+            f"AnnealedRBFKMeans offset b={b:.0e} (against the unit rows)",
+            lambda X=X: AnnealedRBFKMeans(3).fit(X),
+            lambda est, caught, X=X, b=b: compare_fit(
+                est.labels_,
+                est.cluster_centers_ - b,
+                est.inertia_,
+                ref[:3],
+                1.0,
+                1e-6,
+                atol=1e-7 * b,
+            ),  # fmt: skip
+        )
+        api_case(
+            fam,
+            f"AnnealedRBFKMeans offset b={b:.0e}",
+            lambda X=X: AnnealedRBFKMeans(3).fit(X),
+            offset_check,
+            inputs=(X,),
+        )
+    rng = np.random.default_rng(8)
+    counts = rng.integers(1, 3, size=n)
+    ref_rep = quietly(
+        lambda: fit_ref(AnnealedRBFKMeans(3).fit(np.repeat(X0, counts, axis=0)))
+    )
+
+    def weights_check(est, caught):
+        problem = compare_fit(
+            np.repeat(est.labels_, counts), est.cluster_centers_, est.inertia_,
+            ref_rep[:3], 1.0, 1e-9,
+        )  # fmt: skip
+        if problem:
+            return f"against the repeated rows: {problem}"
+        if not est.certified_:
+            return "not certified"
+        return lloyd_fixed_point(X0, est.cluster_centers_, w, 1.0, 1e-9)
+
+    w = counts.astype(float)
+    api_case(
+        fam,
+        "AnnealedRBFKMeans integer weights = rows repeated in place",
+        lambda: AnnealedRBFKMeans(3).fit(X0, sample_weight=w),
+        weights_check,
+        inputs=(X0, w),
+    )
+    w0 = np.ones(n)
+    w0[::2] = 0.0
+    ref_half = quietly(lambda: fit_ref(AnnealedRBFKMeans(3).fit(X0[1::2])))
+
+    def zero_check(est, caught):
+        problem = compare_fit(
+            est.labels_[1::2], est.cluster_centers_, est.inertia_, ref_half[:3],
+            1.0, 1e-6,
+        )  # fmt: skip
+        if problem:
+            return f"against the rows of positive weight: {problem}"
+        if est.certified_ != ref_half[3]:
+            return f"certified_={est.certified_}, {ref_half[3]} without those rows"
+        return lloyd_fixed_point(X0, est.cluster_centers_, w0, 1.0, 1e-9)
+
+    api_case(
+        fam,
+        "AnnealedRBFKMeans half the weights zero = the other rows",
+        lambda: AnnealedRBFKMeans(3).fit(X0, sample_weight=w0),
+        zero_check,
+        inputs=(X0, w0),
+    )
+    ref_dense = quietly(lambda: fit_ref(AnnealedRBFKMeans(3).fit(X0)))
+    api_case(
+        fam,
+        "AnnealedRBFKMeans CSR rows",
+        lambda: AnnealedRBFKMeans(3).fit(sp.csr_array(X0)),
+        lambda est, caught: check_annealed(est, X0, ref_dense, 1.0, 1e-9),
+    )
+    api_case(
+        fam,
+        "AnnealedRBFKMeans('auto', max_clusters=6)",
+        lambda: AnnealedRBFKMeans("auto", max_clusters=6).fit(X0),
+        lambda est, caught: (
+            None if est.n_clusters_ == 3 else f"{est.n_clusters_} clusters, not 3"
+        ),
+    )
+
+
 API_FAMILIES = {
     "scales": family_scales,
     "offsets": family_offsets,
@@ -2353,6 +2491,7 @@ API_FAMILIES = {
     "ties": family_ties,
     "degenerate-k": family_degenerate_k,
     "bad-input": family_bad_input,
+    "many-rows": family_many_rows,
 }
 FAMILIES = [*API_FAMILIES, "cli", "signals"]
 

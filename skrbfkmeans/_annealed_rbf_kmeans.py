@@ -1,18 +1,15 @@
 """AnnealedRBFKMeans: the estimator around the annealing schedule of ``_anneal``."""
 
-import warnings
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import _fit_context, clone
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
 from . import _dask, _dask_fit
 from ._anneal import (
-    AnnealResult,
     anneal,
     anneal_auto,
     first_critical_sigma,
@@ -413,13 +410,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
-        n_req = self._requested_clusters()[0]
-        n_sample = sample_size(X.shape[0], n_req)
-        if anneal_init and n_sample < X.shape[0]:
-            idx, counts = weight_sample(sample_weight, n_sample)
-            # A few very heavy rows can leave too few distinct rows drawn.
-            if idx.size >= n_req:
-                return self._fit_sample(X, sample_weight, idx, counts)
+        sample = self._sample(sample_weight) if anneal_init else None
         init = self._check_init_array(X) if self._init_is_array else self.init
         if self._init_is_array:
             n_init = self._resolve_n_init()  # KMeans's warning for n_init > 1
@@ -438,6 +429,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         scale = self._units.scale
         x_sq = squared_norms(X, offset)
         rows = MemoryRows(X, sample_weight, offset, x_sq)
+        # Many rows: the schedule runs on the sample's rows (same units).
+        anneal_rows = rows
+        if sample is not None:
+            idx, counts = sample
+            anneal_rows = MemoryRows(X[idx], counts.astype(sample_weight.dtype), offset)
         act = "entmax15" if self.activation == "entmax15" else "softmax"
         sigma_end = None if self.sigma_end == "auto" else float(self.sigma_end) / scale
 
@@ -452,7 +448,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             activation=self.activation,
             max_iter=self.max_iter,
             tol=self.tol,
-            mass_unit=_mass_unit(sample_weight),
+            mass_unit=_mass_unit(anneal_rows.w),
             polish=self.polish,
             verbose=self.verbose,
         )
@@ -460,7 +456,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         for _ in range(n_init):
             if anneal_init:
                 init_centers = None
-                sigma_start = first_critical_sigma(X, sample_weight, offset, x_sq, act)
+                sigma_start = first_critical_sigma(
+                    anneal_rows.X, anneal_rows.w, offset, anneal_rows.x_sq, act
+                )
             else:
                 init_centers = self._init_centroids(
                     X, init, random_state, sample_weight
@@ -488,11 +486,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 )
             elif self.n_clusters == "auto":
                 result = anneal_auto(
-                    rows, self.max_clusters, sigma_start=sigma_start, **schedule
+                    anneal_rows, self.max_clusters, sigma_start=sigma_start, **schedule
                 )
             else:
                 result = anneal(
-                    rows,
+                    anneal_rows,
                     self.n_clusters,
                     init_centers=init_centers,
                     sigma_start=sigma_start,
@@ -505,46 +503,45 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 best = (key, result)
 
         result = best[1]
-        self._apply(rows, result)
+        if sample is None:
+            self._apply(rows, result)
+        else:
+            result = self._finish_sample_fit(rows, result)
+            self._apply(rows, result, *self._final_pass(rows, result))
         return self
 
-    def _fit_sample(self, X, sample_weight, idx, counts):
-        """Anneal on the rows ``idx`` of ``X``, then finish on every row.
+    def _sample(self, sample_weight):
+        """Return the sample of units of weight to anneal on, or None.
 
-        ``idx, counts`` is ``_rows.weight_sample``'s sample (fixed,
-        stratified by weight); the rows drawn, weighted by how often they
-        were drawn, are fitted by a clone (the schedule, the splits, the
-        polish), then ``_finish_sample_fit`` runs on every row.
+        ``(rows, counts)`` of ``_rows.weight_sample`` when there are more
+        rows than ``_dask.sample_size``, unless a few very heavy rows leave
+        fewer distinct rows drawn than clusters.
         """
-        # Every row in working units first: a range error names all the data.
-        Xw, offset, _ = self._working_units(X, sample_weight)
-        with warnings.catch_warnings():
-            # The fit's own ConvergenceWarning covers the sample's.
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            sub = clone(self).fit(X[idx], sample_weight=counts.astype(X.dtype))
-        rows = MemoryRows(Xw, sample_weight, offset)
-        result = self._finish_sample_fit(rows, sub)
-        self._apply(rows, result, *self._final_pass(rows, result))
-        return self
+        n_req = self._requested_clusters()[0]
+        n_sample = sample_size(sample_weight.shape[0], n_req)
+        if n_sample >= sample_weight.shape[0]:
+            return None
+        idx, counts = weight_sample(sample_weight, n_sample)
+        return (idx, counts) if idx.size >= n_req else None
 
-    def _finish_sample_fit(self, rows, sub):
-        """Fit every row, starting from ``sub`` (fitted on a sample of them).
+    def _finish_sample_fit(self, rows, result):
+        """Finish on every row the fit ``result`` of a sample of them.
 
         Lloyd's algorithm from the sample's centres until the labels are
         stable (or, with a float ``sigma_end``, EM at that width) and the
-        certificate, on ``rows`` (in ``self._units``). Returns an
-        ``AnnealResult`` in working units whose path is the sample's (its
-        energies are the sample's: weights that add up to its size).
+        certificate, on ``rows``; ``result`` is an ``AnnealResult`` in the
+        units of ``rows``. Returns it with the final state, its path the
+        sample's (its energies are the sample's: weights that add up to its
+        size).
         """
-        units = self._units
-        scale, act = units.scale, sub._activation
-        centers = units.points(sub.cluster_centers_)
+        act = result.activation
+        centers = result.centers
         if self.sigma_end == "auto":
             finish = lloyd if isinstance(rows, MemoryRows) else rows_lloyd
             centers, n_iter, converged = finish(rows, centers, self.max_iter)
-            sigma, certified = certify(rows, centers, sub.sigma_ / scale)
+            sigma, certified = certify(rows, centers, result.sigma)
         else:
-            sigma = float(self.sigma_end) / scale
+            sigma = result.sigma
             centers, n_iter, converged = em_fixed_sigma(
                 rows,
                 centers,
@@ -555,26 +552,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             )
             cert_sigma, certified = certify(rows, centers, sigma)
             certified &= cert_sigma >= sigma
-        linkage = sub.split_linkage_.copy()
-        linkage[:, 2] /= scale
-        return AnnealResult(
+        return result._replace(
             centers=centers,
             sigma=float(sigma),
-            n_iter=sub.n_iter_total_ + n_iter,
+            n_iter=result.n_iter + n_iter,
             n_iter_final=n_iter,
-            converged=bool(sub.converged_ and converged),
+            converged=bool(result.converged and converged),
             certified=bool(certified),
-            activation=act,
-            sigma_path=sub.sigma_path_ / scale,
-            centers_path=units.points(sub.centers_path_),
-            objective_path=sub.objective_path_ / (scale * scale),
-            inertia_path=sub.inertia_path_ / (scale * scale),
-            n_distinct_path=sub.n_distinct_centers_path_,
-            activation_path=sub.activation_path_,
-            critical_sigmas=sub.critical_sigmas_ / scale,
-            n_polish_moves=sub.n_polish_moves_,
-            split_linkage=linkage,
-            count_lifetimes=sub.cluster_count_lifetimes_,
         )
 
     @staticmethod

@@ -11,6 +11,7 @@ from sklearn.base import clone
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
+from ._anneal import AnnealResult
 from ._dask import DaskRows, sample_size
 from ._scaling import Units
 
@@ -62,5 +63,28 @@ def fit_annealed(est, X, sample_weight):
         sample = rows.sample(n_sample, random_state)[:2]
     sub = clone(est).set_params(random_state=random_state)
     sub.fit(sample[0], sample_weight=sample[1].astype(sample[0].dtype))
-    result = est._finish_sample_fit(rows, sub)
+    result = est._finish_sample_fit(rows, _fitted_result(sub))
     return rows, result, rows.final(result.centers, result.sigma, result.activation)
+
+
+def _fitted_result(est):
+    """Return the ``AnnealResult`` of a fitted ``AnnealedRBFKMeans`` (user units)."""
+    return AnnealResult(
+        centers=est.cluster_centers_,
+        sigma=est.sigma_,
+        n_iter=est.n_iter_total_,
+        n_iter_final=est.n_iter_,
+        converged=est.converged_,
+        certified=est.certified_,
+        activation=est._activation,
+        sigma_path=est.sigma_path_,
+        centers_path=est.centers_path_,
+        objective_path=est.objective_path_,
+        inertia_path=est.inertia_path_,
+        n_distinct_path=est.n_distinct_centers_path_,
+        activation_path=est.activation_path_,
+        critical_sigmas=est.critical_sigmas_,
+        n_polish_moves=est.n_polish_moves_,
+        split_linkage=est.split_linkage_,
+        count_lifetimes=est.cluster_count_lifetimes_,
+    )
