@@ -50,29 +50,27 @@ def grid_large(seed=0):
 
 
 def blobs_large(seed=0):
-    X, y = make_blobs(
-        n_samples=200_000, centers=20, n_features=8, cluster_std=1.5, random_state=seed
-    )
-    return X, y, 20
+    return blobs_8d(seed, n_samples=200_000, k=20, std=1.5)
 
 
 def overlapping_large(seed=0):
+    return overlapping_2d(seed, n_samples=100_000)
+
+
+def blobs_8d(seed=0, n_samples=5000, k=50, std=1.0):
     X, y = make_blobs(
-        n_samples=100_000, centers=25, n_features=2, cluster_std=1.2, random_state=seed
+        n_samples=n_samples, centers=k, n_features=8, cluster_std=std, random_state=seed
     )
-    return X, y, 25
+    return X, y, k
 
 
-def blobs_8d(seed=0):
+def overlapping_2d(seed=0, n_samples=5000):
     X, y = make_blobs(
-        n_samples=5000, centers=50, n_features=8, cluster_std=1.0, random_state=seed
-    )
-    return X, y, 50
-
-
-def overlapping_2d(seed=0):
-    X, y = make_blobs(
-        n_samples=5000, centers=25, n_features=2, cluster_std=1.2, random_state=seed
+        n_samples=n_samples,
+        centers=25,
+        n_features=2,
+        cluster_std=1.2,
+        random_state=seed,
     )
     return X, y, 25
 

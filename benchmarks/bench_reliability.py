@@ -422,6 +422,21 @@ def zone(a, q0, conservative0):
     return "either"
 
 
+def scaled_rows(Xu, a, rtol):
+    """``a Xu`` in the dtype of ``Xu``, or None where it cannot be represented.
+
+    None when a value overflows or every value underflows, or when the
+    scaled rows no longer hold ``Xu`` to ``rtol``.
+    """
+    with np.errstate(over="ignore"):
+        X = (Xu.astype(np.float64) * a).astype(Xu.dtype)
+    if not np.all(np.isfinite(X)) or not np.any(X):
+        return None
+    if np.abs(X.astype(np.float64) / a - Xu).max() > rtol * np.abs(Xu).max():
+        return None
+    return X
+
+
 def family_scales():
     fam = "scales"
     X0, _, idx = blobs()
@@ -450,12 +465,8 @@ def family_scales():
             lambda: RBFKMeans(3, init=Xu[idx]).fit(Xu).transform(Xu)
         ).astype(np.float64)
         for a in SCALES:
-            with np.errstate(over="ignore"):
-                X = (Xu.astype(np.float64) * a).astype(dtype)
-            if not np.all(np.isfinite(X)) or not np.any(X):
-                continue
-            # The data themselves cannot be represented to the tolerance.
-            if np.abs(X.astype(np.float64) / a - Xu).max() > rtol * np.abs(Xu).max():
+            X = scaled_rows(Xu, a, rtol)
+            if X is None:
                 continue
             C = (Cu.astype(np.float64) * a).astype(dtype)
             tag = f"{name} a={a:.3g}"
@@ -2370,11 +2381,8 @@ def family_many_rows():
         Xu = X0.astype(dtype)
         ref = quietly(lambda: fit_ref(AnnealedRBFKMeans(3).fit(Xu)))
         for a in (1e-300, 1e-150, 1e-10, 1.0, 1e10, 1e150, 1e152, 1e300):
-            with np.errstate(over="ignore"):
-                X = (Xu.astype(np.float64) * a).astype(dtype)
-            if not np.all(np.isfinite(X)) or not np.any(X):
-                continue
-            if np.abs(X.astype(np.float64) / a - Xu).max() > rtol * np.abs(Xu).max():
+            X = scaled_rows(Xu, a, rtol)
+            if X is None:
                 continue
             api_case(
                 fam,
