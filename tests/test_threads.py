@@ -18,6 +18,7 @@ from threadpoolctl import threadpool_limits
 from skrbfkmeans import (
     AnnealedRBFKMeans,
     RBFKMeans,
+    _annealed_rbf_kmeans,
     _assign,
     _engine,
     _threads,
@@ -125,3 +126,39 @@ def test_errstate_reaches_the_workers():
     with threadpool_limits(2), np.errstate(over="raise"):
         states = _threads.map_blocks(check, range(4))
     assert states == ["raise"] * 4
+
+
+def test_many_rows_and_bounds_identical_for_every_thread_count(monkeypatch):
+    # Check the fit of more rows than the annealing's sample (the schedule on
+    # the sample, then Lloyd with Hamerly's bounds on every row: 16 centres
+    # in 3 features) and kmeans_polish with bounds: the same bytes on one,
+    # two and three threads, the blocks on the pool's threads.
+    X, _ = make_blobs(6000, centers=16, n_features=3, random_state=1)
+    # A sample of 2000 rows (10000 by default): the same route, less time.
+    monkeypatch.setattr(_annealed_rbf_kmeans, "sample_size", lambda n, k: min(n, 2000))
+    names = set()
+    original = _threads.map_blocks
+
+    def spy(func, items, max_threads=None):
+        def record(item):
+            names.add(threading.current_thread().name)
+            return func(item)
+
+        return original(record, items, max_threads)
+
+    monkeypatch.setattr(_assign, "map_blocks", spy)
+    results = {}
+    for n_threads in (1, 2, 3):
+        with threadpool_limits(n_threads):
+            km = AnnealedRBFKMeans(16).fit(X)
+            polished = kmeans_polish(X, X[:16])
+        results[n_threads] = (
+            km.cluster_centers_.tobytes(),
+            np.float64(km.inertia_).tobytes(),
+            km.labels_.tobytes(),
+            km.sigma_path_.tobytes(),
+            polished[0].tobytes() + polished[1].tobytes(),
+        )
+    assert results[2] == results[1]
+    assert results[3] == results[1]
+    assert any(name.startswith("skrbfkmeans") for name in names)
