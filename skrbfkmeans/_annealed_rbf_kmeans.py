@@ -513,7 +513,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     def _sample(self, sample_weight):
         """Return the sample of units of weight to anneal on, or None.
 
-        ``(rows, counts)`` of ``_rows.weight_sample`` when there are more
+        ``(row indices, counts)`` of ``_rows.weight_sample`` when there are more
         rows than ``_dask.sample_size``, unless a few very heavy rows leave
         fewer distinct rows drawn than clusters.
         """

@@ -206,7 +206,7 @@ class IncrementalLloyd:
         """Relabel after the centres ``moved`` changed; whether a label changed.
 
         ``shift`` (every centre's displacement since the labels were
-        computed, when known) lets small data take the bounded step.
+        computed, when known) lets a state with bounds take the bounded step.
         """
         if self.bounds is not None:
             if shift is not None:
