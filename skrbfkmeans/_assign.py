@@ -354,7 +354,7 @@ def far_cut(n_clusters, dtype):
     return float(np.log(2.0 * n_clusters / np.finfo(dtype).eps))
 
 
-def softmax_weights(Z, z_max, buf, clamp, dead=None):
+def softmax_weights(Z, z_max, buf, clamp, dead=None, near=None):
     """Unnormalised softmax weights of scaled scores ``Z``; returns ``P``, sums.
 
     ``P_ij = exp(z_ij - z_max_i)``, written over ``Z``, and its row sums
@@ -365,19 +365,22 @@ def softmax_weights(Z, z_max, buf, clamp, dead=None):
     the gathered route drops them too. Their value must be 0, not the
     clamp's ``exp(-cut)``: a centre far from every row of a block would
     otherwise collect ``exp(-cut)`` per row and its mean move to the block's.
-    ``clamp=None`` clamps when the block's minimum is below the cut. Columns
-    ``dead`` (zero prior mass) are set to exactly 0.
+    ``near`` is the caller's mask of the scores within the cut, when it has
+    one (else it is computed here). ``clamp=None`` clamps when the block's
+    minimum is below the cut. Columns ``dead`` (zero prior mass) are set to
+    exactly 0.
     """
     k = Z.shape[1]
     np.subtract(Z, z_max[:, None], out=Z)
-    near = None
     with np.errstate(under="ignore"):
         cut = far_cut(k, Z.dtype)
-        if clamp or (clamp is None and Z.min() < -cut):
-            near = np.greater_equal(Z, -cut, out=buf.near[: Z.shape[0]])
+        clamp = clamp or (clamp is None and Z.min() < -cut)
+        if clamp:
+            if near is None:
+                near = np.greater_equal(Z, -cut, out=buf.near[: Z.shape[0]])
             np.maximum(Z, -cut, out=Z)
         np.exp(Z, out=Z)
-    if near is not None:
+    if clamp:
         # A product with the mask: several times faster than a masked copy.
         np.multiply(Z, near, out=Z)
     if dead is not None:

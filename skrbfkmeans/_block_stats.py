@@ -64,7 +64,7 @@ def _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia):
             # Without a prior the largest score is -min_j e_ij / T.
             block_inertia = float(wb @ np.maximum(x_sq[sl] - T * z_max, 0.0))
         N, S = np.zeros(n_clusters), np.zeros((n_clusters, n_features))
-        clamp = None
+        clamp = near = None
         if not sparse:
             # ">=": the maximum is near even where z_max - cut rounds to z_max.
             near = np.greater_equal(Z, (z_max - cut)[:, None], out=buf.near[:b])
@@ -73,7 +73,7 @@ def _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia):
                 _sparse_stats(Xb, wb, Z, z_max, near, N, S)
                 return N, S, block_inertia
             clamp = n_near < near.size
-        P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead)
+        P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead, near=near)
         v = wb / Zsum
         if sparse:
             N += v @ P
