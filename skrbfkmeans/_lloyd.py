@@ -83,28 +83,43 @@ def _nearest(X, centers, offset, second=False):
         labels[sl] = imin
         e_own[sl] = e_min
         if second:
-            E[np.arange(imin.shape[0]), imin] = np.inf
-            e_second[sl] = E.min(axis=1)
+            e_second[sl] = _runner_up(E, imin)
 
     BlockPlan(X, centers, offset).map(block)
     return (labels, e_own, e_second) if second else (labels, e_own)
+
+
+def _runner_up(E, labels):
+    """Return each row's second-smallest partial distance (spoils ``E``)."""
+    E[np.arange(E.shape[0]), labels] = np.inf
+    return E.min(axis=1)
+
+
+def _small_distances(rows, centers, idx=None, out=None):
+    """Partial distances of the centred rows ``idx`` (all for None) of small data.
+
+    The centred rows are made once (``MemoryRows.centred``; small by the
+    caller's test); ``out`` is a buffer for the ``n x k`` result.
+    """
+    Xc = rows.centred() if idx is None else rows.centred()[idx]
+    pc = PreparedCenters(centers, rows.offset, centers.dtype)
+    E = np.matmul(Xc, pc.minus_2t, out=out)
+    E += pc.sq
+    return E
 
 
 def _small_full_pass(rows, centers, second=False):
     """``_full_pass`` for small dense data, with few NumPy calls.
 
     The polish runs hundreds of Lloyd iterations on data of a few thousand
-    rows, where a pass costs its fixed steps. The centred rows are made once
-    (``MemoryRows.centred``; small by the caller's test); the distances are
-    the engine's partial distances of one block, the sums a dense one-hot
-    product.
+    rows, where a pass costs its fixed steps. The distances are the
+    engine's partial distances of one block (``_small_distances``), the sums
+    a dense one-hot product.
     """
     Xc = rows.centred()
-    pc = PreparedCenters(centers, rows.offset, centers.dtype)
     n, k = Xc.shape[0], centers.shape[0]
     # Reused buffers: fresh arrays of this size cost page faults every call.
-    E = np.matmul(Xc, pc.minus_2t, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
-    E += pc.sq
+    E = _small_distances(rows, centers, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
     labels = np.argmin(E, axis=1)
     rows_n = np.arange(n)
     e_own = E[rows_n, labels]
@@ -116,8 +131,7 @@ def _small_full_pass(rows, centers, second=False):
     if not second:
         return labels, e_own, N, S
     # The runner-up's partial distance, for the bounds of ``_Bounds``.
-    E[rows_n, labels] = np.inf
-    return labels, e_own, N, S, E.min(axis=1)
+    return labels, e_own, N, S, _runner_up(E, labels)
 
 
 def _full_pass(rows, centers, second=False):
@@ -142,8 +156,7 @@ def _full_pass(rows, centers, second=False):
         P = sp.csr_array((w[sl], imin, np.arange(b + 1)), shape=(b, k))
         Sb = P.T @ Xb
         if second:
-            E[np.arange(b), imin] = np.inf
-            e_second[sl] = E.min(axis=1)
+            e_second[sl] = _runner_up(E, imin)
         return Sb.toarray() if sp.issparse(Sb) else Sb
 
     S = np.zeros((k, X.shape[1]))
@@ -156,23 +169,28 @@ def _full_pass(rows, centers, second=False):
 class IncrementalLloyd:
     """The state of a Lloyd run on ``rows`` (a ``_rows.MemoryRows``).
 
-    ``labels`` and ``e_own`` are valid for ``centers``; ``N`` and ``S`` are
-    the weight and centred weighted sum of every cluster's samples, exact
-    after a full pass and updated by the samples that change cluster in
-    between (a converged run ends on a full pass).
+    ``labels`` are valid for ``centers``, and so are the partial distances
+    ``e_own`` where ``exact`` (after bounded steps, only those of the rows
+    they recomputed); ``N`` and ``S`` are the weight and centred weighted
+    sum of every cluster's samples, exact after a full pass and updated by
+    the samples that change cluster in between (a run ends on a full pass).
+    ``bounds`` (``_Bounds``, or None where ``_use_bounds`` says no) are
+    valid for ``centers`` too.
     """
 
     def __init__(self, rows, centers):
         self.rows = rows
+        self.bounds = None
+        if _use_bounds(rows.X, centers.shape[0]):
+            self.bounds = _Bounds(rows, np.asarray(centers).dtype)
         self._reset(np.array(centers, copy=True))
 
     def _reset(self, centers):
         """Take ``centers`` and one full pass's labels and exact sums."""
         self.centers = centers
-        self.bounds = None
-        if _use_bounds(self.rows.X, centers.shape[0]):
+        if self.bounds is not None:
             labels, e_own, N, S, e_second = _full_pass(self.rows, centers, True)
-            self.bounds = _Bounds(self.rows, e_own, e_second)
+            self.bounds.update(slice(None), e_own, e_second)
         else:
             labels, e_own, N, S = _full_pass(self.rows, centers)
         self.labels, self.e_own, self.N, self.S = labels, e_own, N, S
@@ -297,14 +315,10 @@ class IncrementalLloyd:
         if cand.size == 0:
             return False
         if _is_small(rows.X, self.centers.shape[0]):
-            pc = PreparedCenters(self.centers, rows.offset, self.centers.dtype)
-            E = rows.centred()[cand] @ pc.minus_2t
-            E += pc.sq
+            E = _small_distances(rows, self.centers, cand)
             lab = np.argmin(E, axis=1)
-            r = np.arange(cand.size)
-            e = E[r, lab]
-            E[r, lab] = np.inf
-            e_second = E.min(axis=1)
+            e = E[np.arange(cand.size), lab]
+            e_second = _runner_up(E, lab)
         else:
             lab, e, e_second = _nearest(rows.X[cand], self.centers, rows.offset, True)
         bounds.update(cand, e, e_second)
@@ -356,26 +370,28 @@ class _Bounds:
 
     ``upper`` bounds each row's distance to its own centre from above,
     ``lower`` its distance to every other centre from below. When the
-    centres move by ``shift``, the triangle inequality gives
-    ``upper += shift[own]`` and ``lower -= max_{j != own} shift[j]``; a row
-    whose ``upper`` stays below ``lower`` keeps its nearest centre. The
-    distances come from the engine's partial distances, whose rounding is
-    at most ``eps (|x|^2 + |mu|^2)`` times a small factor in the squared
-    distance, hence at most its square root in the distance: ``slack``
-    (with the centres inside the data's hull, ``|mu| <= max |x|`` in the
-    centred coordinates) covers it, so a row within rounding of a tie is
-    always recomputed.
+    centres move by ``shift``, the triangle inequality gives ``upper +=
+    shift[own]`` and ``lower -= max(shift)`` (Hamerly takes the largest
+    shift among the other centres: tighter for one row in ``k``, a pass
+    more); a row whose ``upper`` stays below ``lower`` keeps its nearest
+    centre. The distances come from the engine's partial distances, whose
+    rounding is at most ``eps (|x|^2 + |mu|^2)`` times a small factor in the
+    squared distance, hence at most its square root in the distance:
+    ``slack`` (with the centres inside the data's hull, ``|mu| <= max |x|``
+    in the centred coordinates) covers it, and ``lower`` is stored less it,
+    so a row within rounding of a tie is always recomputed. The constants
+    are made once per run and shared by its copies; ``update`` sets the
+    bounds from partial distances.
     """
 
-    def __init__(self, rows, e_own, e_second):
+    def __init__(self, rows, dtype):
         self.x_sq = np.asarray(rows.x_sq, dtype=np.float64)
         d = rows.X.shape[1]
-        eps = float(np.finfo(e_own.dtype).eps)
+        eps = float(np.finfo(dtype).eps)
         scale_sq = 2.0 * float(self.x_sq.max()) if self.x_sq.size else 0.0
         self.slack = 4.0 * np.sqrt(8.0 * (d + 2) * eps * scale_sq)
-        # ``lower`` is stored less the slack of both bounds.
-        self.upper = self._distance(slice(None), e_own)
-        self.lower = self._distance(slice(None), e_second) - self.slack
+        n = self.x_sq.shape[0]
+        self.upper, self.lower = np.empty(n), np.empty(n)
 
     def _distance(self, idx, e):
         return np.sqrt(np.maximum(self.x_sq[idx] + e, 0.0))
@@ -389,8 +405,6 @@ class _Bounds:
     def candidates(self, labels, shift):
         """Move the bounds by the centres' ``shift``; the rows to recompute."""
         self.upper += shift[labels]
-        # The largest shift of all (Hamerly's bound takes the largest among
-        # the other centres: tighter for one row in k, one pass more).
         self.lower -= shift.max()
         return np.flatnonzero(self.upper >= self.lower)
 
