@@ -293,13 +293,8 @@ class _Schedule:
 
     def settle(self, max_iter, tol):
         """Plain EM on the k centres at ``T`` (no prior): the model at sigma_end."""
-        centers, it, conv = em_fixed_sigma(
-            self.rows,
-            self.groups.expanded(),
-            self.sigma,
-            self.act,
-            max_iter=max_iter,
-            tol=0.0 if tol == 0 else (30 * tol) ** 2 * self.T,
+        centers, it, conv = settle(
+            self.rows, self.groups.expanded(), self.sigma, self.act, max_iter, tol
         )
         k = self.n_clusters
         self.groups = _Groups(centers, np.zeros(k), np.arange(k))
@@ -359,6 +354,25 @@ class _Schedule:
             return False
         self.T *= 0.5
         return True
+
+
+def settle(rows, centers, sigma, activation, max_iter, tol):
+    """Plain EM (no prior) at ``sigma`` from ``centers``: a float sigma_end's fit.
+
+    It stops when the summed squared shift of the centres is at most the
+    square of a stage's move tolerance, ``(30 tol)^2 T``. Returns the
+    centres, the iterations and whether that rule stopped it.
+    """
+    return em_fixed_sigma(
+        rows, centers, sigma, activation, max_iter=max_iter,
+        tol=0.0 if tol == 0 else (30 * tol) ** 2 * 2.0 * sigma**2,
+    )  # fmt: skip
+
+
+def certified_at(rows, centers, sigma):
+    """Whether the certificate holds at width ``sigma`` itself."""
+    cert_sigma, certified = certify(rows, centers, sigma)
+    return bool(certified and cert_sigma >= sigma)
 
 
 def _extrapolate(centers, step, last_step):
@@ -540,8 +554,7 @@ def anneal(
     if T_end is not None:
         centers = sched.groups.expanded()
         sigma = path.sigma[-1]
-        cert_sigma, certified = certify(rows, centers, sigma)
-        certified &= cert_sigma >= sigma
+        certified = certified_at(rows, centers, sigma)
         # The last stage is the EM at sigma_end: its iterations are the final run's.
         return path.result(
             centers, sigma, n_iter, it, converged, certified, sched.act, 0,

@@ -12,15 +12,17 @@ from . import _dask, _dask_fit
 from ._anneal import (
     anneal,
     anneal_auto,
+    certified_at,
     first_critical_sigma,
     kmeans_from_init,
+    settle,
 )
 from ._assign import ACTIVATIONS
 from ._base import _BaseRBFKMeans, _tolerance
 from ._dask import sample_size
 from ._engine import squared_norms
 from ._lloyd import lloyd
-from ._rows import MemoryRows, certify, em_fixed_sigma, weight_sample
+from ._rows import MemoryRows, certify, weight_sample
 from ._rows import lloyd as rows_lloyd
 from ._threads import one_blas_thread
 from ._validation import warn_user
@@ -404,8 +406,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         """
         self._check_auto()
         if _dask.is_dask_collection(X):
-            rows, result, final = _dask_fit.fit_annealed(self, X, sample_weight)
-            self._apply(rows, result, final[2], final)
+            rows, result = _dask_fit.fit_annealed(self, X, sample_weight)
+            self._apply(rows, result, *self._final_pass(rows, result))
             return self
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
@@ -542,16 +544,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             sigma, certified = certify(rows, centers, result.sigma)
         else:
             sigma = result.sigma
-            centers, n_iter, converged = em_fixed_sigma(
-                rows,
-                centers,
-                sigma,
-                act,
-                max_iter=self.max_iter,
-                tol=0.0 if self.tol == 0 else (30 * self.tol) ** 2 * 2 * sigma**2,
+            centers, n_iter, converged = settle(
+                rows, centers, sigma, act, self.max_iter, self.tol
             )
-            cert_sigma, certified = certify(rows, centers, sigma)
-            certified &= cert_sigma >= sigma
+            certified = certified_at(rows, centers, sigma)
         return result._replace(
             centers=centers,
             sigma=float(sigma),

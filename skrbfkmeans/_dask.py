@@ -414,7 +414,12 @@ def _sample_indices(n_samples, n_sample, random_state):
 
 
 def sample_size(n_samples, n_clusters):
-    """Rows drawn for the initialisation: ``min(n, max(10000, 100 k))``."""
+    """Return the size of the in-memory sample: ``min(n, max(10000, 100 k))``.
+
+    Rows for the initialisation on dask input; rows (dask input with another
+    ``init``) or units of weight (``init="anneal"``, NumPy and dask) for the
+    annealing of many rows.
+    """
     return min(n_samples, max(10_000, 100 * n_clusters))
 
 

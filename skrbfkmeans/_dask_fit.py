@@ -44,10 +44,9 @@ def fit_annealed(est, X, sample_weight):
     rows). With ``init="anneal"`` the sample is the NumPy fit's
     (``DaskRows.weight_sample``: the same rows, so the same fit to the
     rounding of the sums over chunks); with another ``init``, a uniform
-    sample of rows drawn with ``random_state``. Returns ``(rows, result,
-    final)`` for the estimator to apply: the rows, an ``AnnealResult`` in
-    the user's units (dask rows are not rescaled) whose path is the
-    sample's, and the final pass's ``(label counts, inertia, objective)``.
+    sample of rows drawn with ``random_state``. Returns ``(rows, result)``
+    for the estimator to apply: the rows and an ``AnnealResult`` in the
+    user's units (dask rows are not rescaled) whose path is the sample's.
     """
     n_clusters, _ = est._requested_clusters()
     rows = DaskRows(est, X, sample_weight)
@@ -63,8 +62,7 @@ def fit_annealed(est, X, sample_weight):
         sample = rows.sample(n_sample, random_state)[:2]
     sub = clone(est).set_params(random_state=random_state)
     sub.fit(sample[0], sample_weight=sample[1].astype(sample[0].dtype))
-    result = est._finish_sample_fit(rows, _fitted_result(sub))
-    return rows, result, rows.final(result.centers, result.sigma, result.activation)
+    return rows, est._finish_sample_fit(rows, _fitted_result(sub))
 
 
 def _fitted_result(est):
