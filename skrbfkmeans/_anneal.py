@@ -293,7 +293,7 @@ class _Schedule:
 
     def settle(self, max_iter, tol):
         """Plain EM on the k centres at ``T`` (no prior): the model at sigma_end."""
-        centers, it, conv = settle(
+        centers, it, conv = em_at_width(
             self.rows, self.groups.expanded(), self.sigma, self.act, max_iter, tol
         )
         k = self.n_clusters
@@ -356,7 +356,7 @@ class _Schedule:
         return True
 
 
-def settle(rows, centers, sigma, activation, max_iter, tol):
+def em_at_width(rows, centers, sigma, activation, max_iter, tol):
     """Plain EM (no prior) at ``sigma`` from ``centers``: a float sigma_end's fit.
 
     It stops when the summed squared shift of the centres is at most the

@@ -13,9 +13,9 @@ from ._anneal import (
     anneal,
     anneal_auto,
     certified_at,
+    em_at_width,
     first_critical_sigma,
     kmeans_from_init,
-    settle,
 )
 from ._assign import ACTIVATIONS
 from ._base import _BaseRBFKMeans, _tolerance
@@ -544,7 +544,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             sigma, certified = certify(rows, centers, result.sigma)
         else:
             sigma = result.sigma
-            centers, n_iter, converged = settle(
+            centers, n_iter, converged = em_at_width(
                 rows, centers, sigma, act, self.max_iter, self.tol
             )
             certified = certified_at(rows, centers, sigma)

@@ -39,6 +39,23 @@ def data():
     return X, w
 
 
+@pytest.fixture
+def block_threads(monkeypatch):
+    """The names of the threads that run the engine's blocks."""
+    names = set()
+    original = _threads.map_blocks
+
+    def spy(func, items, max_threads=None):
+        def record(item):
+            names.add(threading.current_thread().name)
+            return func(item)
+
+        return original(record, items, max_threads)
+
+    monkeypatch.setattr(_assign, "map_blocks", spy)
+    return names
+
+
 def _fits(X, w):
     """Every fitted array and value a user reads, as bytes."""
     out = {}
@@ -76,21 +93,11 @@ def test_results_identical_for_every_thread_count(data, sparse):
         assert results[3][key] == results[1][key], key
 
 
-def test_blocks_run_on_the_pool(data, monkeypatch):
+def test_blocks_run_on_the_pool(data, block_threads):
     # Check that the threads are really used: with two threads the blocks of
     # a fit run on the pool's worker threads, with one on the caller's.
     X, w = data
-    names = set()
-    original = _threads.map_blocks
-
-    def spy(func, items, max_threads=None):
-        def record(item):
-            names.add(threading.current_thread().name)
-            return func(item)
-
-        return original(record, items, max_threads)
-
-    monkeypatch.setattr(_assign, "map_blocks", spy)
+    names = block_threads
     with threadpool_limits(1):
         RBFKMeans(6, random_state=0, max_iter=5).fit(X)
     assert names == {threading.current_thread().name}
@@ -128,7 +135,9 @@ def test_errstate_reaches_the_workers():
     assert states == ["raise"] * 4
 
 
-def test_many_rows_and_bounds_identical_for_every_thread_count(monkeypatch):
+def test_many_rows_and_bounds_identical_for_every_thread_count(
+    monkeypatch, block_threads
+):
     # Check the fit of more rows than the annealing's sample (the schedule on
     # the sample, then Lloyd with Hamerly's bounds on every row: 16 centres
     # in 3 features) and kmeans_polish with bounds: the same bytes on one,
@@ -136,17 +145,7 @@ def test_many_rows_and_bounds_identical_for_every_thread_count(monkeypatch):
     X, _ = make_blobs(6000, centers=16, n_features=3, random_state=1)
     # A sample of 2000 rows (10000 by default): the same route, less time.
     monkeypatch.setattr(_annealed_rbf_kmeans, "sample_size", lambda n, k: min(n, 2000))
-    names = set()
-    original = _threads.map_blocks
-
-    def spy(func, items, max_threads=None):
-        def record(item):
-            names.add(threading.current_thread().name)
-            return func(item)
-
-        return original(record, items, max_threads)
-
-    monkeypatch.setattr(_assign, "map_blocks", spy)
+    names = block_threads
     results = {}
     for n_threads in (1, 2, 3):
         with threadpool_limits(n_threads):
