@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 
-from ._entmax_rows import _sparse_rows, _Workspace
+from ._entmax_rows import _sparse_rows, _Workspace, row_sums
 from ._threads import map_blocks
 
 ACTIVATIONS = ("softmax", "entmax15")
@@ -275,7 +275,7 @@ def responsibilities_inplace(U, imin, activation, buf):
     # precision.
     with np.errstate(under="ignore"):
         np.exp(U, out=U)
-    U /= (U @ buf.ones)[:, None]
+    U /= row_sums(U, buf.ones)[:, None]
     return U
 
 
@@ -385,4 +385,4 @@ def softmax_weights(Z, z_max, buf, clamp, dead=None, near=None):
         np.multiply(Z, near, out=Z)
     if dead is not None:
         Z[:, dead] = 0.0
-    return Z, Z @ buf.ones
+    return Z, row_sums(Z, buf.ones)

@@ -26,6 +26,7 @@ from ._assign import (
     temperature,
 )
 from ._block_stats import _accumulate_moments, _hard_stats, _softmax_stats
+from ._entmax_rows import row_sums
 
 
 class PassResult(NamedTuple):
@@ -294,7 +295,7 @@ def _pass(
             # become 0, which the statistics do not see).
             R = np.add(Q, 1.0, out=E)
             R *= weights
-            R /= (R @ buf.ones)[:, None]
+            R /= row_sums(R, buf.ones)[:, None]
         else:
             if prior is not None:
                 E += bias
@@ -367,7 +368,7 @@ def _entmax_energy(R, D, d_min, T, W, ones):
     with np.errstate(under="ignore"):
         np.sqrt(R, out=W)
         W *= R
-        gap = h_max - (4.0 / 3.0) * (1.0 - W @ ones)
+        gap = h_max - (4.0 / 3.0) * (1.0 - row_sums(W, ones))
         return d_min + np.einsum("ij,ij->i", R, D) + T * gap
 
 
