@@ -271,11 +271,11 @@ def responsibilities_inplace(U, imin, activation, buf):
     """
     if activation == "entmax15":
         return _sparse_rows(U, imin, 1.5, buf.ws)
-    # Scores far below the maximum underflow to 0: their value at working
-    # precision.
+    # Scores far below the maximum underflow to 0, and tiny weights divided
+    # by the row sum to subnormals or 0: their values at working precision.
     with np.errstate(under="ignore"):
         np.exp(U, out=U)
-    U /= row_sums(U, buf.ones)[:, None]
+        U /= row_sums(U, buf.ones)[:, None]
     return U
 
 
