@@ -575,24 +575,27 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         if objective is None:
             objective = float(result.objective_path[-1])
         self._activation = result.activation
-        self.sigma_ = result.sigma * scale
-        self.objective_ = objective * scale * scale
         self.n_iter_ = result.n_iter_final
         self.n_iter_total_ = result.n_iter
         self.converged_ = result.converged
         self.certified_ = result.certified
-        self.sigma_path_ = result.sigma_path * scale
-        self.centers_path_ = self._units.to_user(result.centers_path)
-        self.objective_path_ = result.objective_path * scale * scale
-        self.inertia_path_ = result.inertia_path * scale * scale
         self.n_distinct_centers_path_ = result.n_distinct_path
         self.activation_path_ = result.activation_path
-        self.critical_sigmas_ = result.critical_sigmas * scale
         self.n_polish_moves_ = result.n_polish_moves
         self.n_clusters_ = result.centers.shape[0]
         self.cluster_count_lifetimes_ = result.count_lifetimes
-        self.split_linkage_ = result.split_linkage.copy()
-        self.split_linkage_[:, 2] *= scale
+        # Lengths and energies of data at tiny scales underflow in the user's
+        # units: their values at working precision.
+        with np.errstate(under="ignore"):
+            self.sigma_ = result.sigma * scale
+            self.objective_ = objective * scale * scale
+            self.sigma_path_ = result.sigma_path * scale
+            self.centers_path_ = self._units.to_user(result.centers_path)
+            self.objective_path_ = result.objective_path * scale * scale
+            self.inertia_path_ = result.inertia_path * scale * scale
+            self.critical_sigmas_ = result.critical_sigmas * scale
+            self.split_linkage_ = result.split_linkage.copy()
+            self.split_linkage_[:, 2] *= scale
         self._warn_not_converged(": the final phase")
         counts, inertia = (None, None) if final is None else final[:2]
         self._set_fitted(rows, result.centers, self.sigma_, counts, inertia)

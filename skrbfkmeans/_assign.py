@@ -14,7 +14,8 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 
-from ._entmax_rows import _sparse_rows, _Workspace, row_sums
+from ._blas import matmul, row_sums
+from ._entmax_rows import _sparse_rows, _Workspace
 from ._threads import map_blocks
 
 ACTIVATIONS = ("softmax", "entmax15")
@@ -245,7 +246,7 @@ def partial_distances(Xb, pc, buf):
     if sp.issparse(Xb):
         E[...] = Xb @ pc.minus_2t
     else:
-        np.matmul(Xb, pc.minus_2t, out=E)
+        matmul(Xb, pc.minus_2t, out=E)
     E += pc.sq
     imin = np.argmin(E, axis=1)
     e_min = E[np.arange(b), imin]
@@ -302,8 +303,11 @@ class ScaledCenters:
         if not self.usable:
             return
         inv_T = 1.0 / T
-        self.A = np.ascontiguousarray(pc.C.T * (2.0 * inv_T), dtype=dtype)
-        bias = -pc.sq.astype(np.float64) * inv_T
+        # At a huge width the scaled centres underflow towards 0 (uniform
+        # scores): their values at working precision.
+        with np.errstate(under="ignore"):
+            self.A = np.ascontiguousarray(pc.C.T * (2.0 * inv_T), dtype=dtype)
+            bias = -pc.sq.astype(np.float64) * inv_T
         # Centres of zero prior mass (bias -inf) must receive exactly nothing,
         # also where the far scores are clamped rather than dropped.
         self.dead = None
@@ -330,7 +334,7 @@ def scaled_scores(Xb, sc, buf):
         Z[...] = Xb @ sc.A
         Z += sc.bias
     else:
-        np.matmul(Xb, sc.A_bias, out=Z)
+        matmul(Xb, sc.A_bias, out=Z)
     if k > _COLUMN_MAX_K:
         return Z, Z[np.arange(b), np.argmax(Z, axis=1)]
     # Few columns: one maximum per column beats a row-wise reduction (whose

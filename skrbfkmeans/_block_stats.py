@@ -21,6 +21,7 @@ from ._assign import (
     scaled_scores,
     softmax_weights,
 )
+from ._blas import matmul
 
 # Up to this fraction of near scores a block is gathered (sparse route).
 _SPARSE_EXP_DENSITY = 0.4
@@ -76,12 +77,12 @@ def _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia):
         P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead, near=near)
         v = wb / Zsum
         if sparse:
-            N += v @ P
+            N += matmul(v, P)
             P *= v[:, None]
             S += (Xb.T @ P).T
         else:
             Xb *= v[:, None]
-            _add_augmented(P.T @ Xb, N, S)
+            _add_augmented(matmul(P.T, Xb), N, S)
         return N, S, block_inertia
 
     N, S, total_inertia = np.zeros(n_clusters), np.zeros((n_clusters, n_features)), 0.0
@@ -164,7 +165,7 @@ def _accumulate_moments(M, Xb, wb, R):
             xs = xs.astype(np.float64, copy=False)
             outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
             wr = R[start : start + step] * wb[start : start + step, None]
-            M += (wr.T.astype(np.float64) @ outer).reshape(M.shape)
+            M += matmul(wr.T.astype(np.float64), outer).reshape(M.shape)
         return
     Xd = Xb.toarray() if sp.issparse(Xb) else Xb
     Xd = Xd.astype(np.float64, copy=False)
@@ -173,7 +174,7 @@ def _accumulate_moments(M, Xb, wb, R):
         rows = np.flatnonzero(WR[:, j])
         if rows.size:
             Y = Xd[rows] * np.sqrt(WR[rows, j])[:, None]
-            M[j] += Y.T @ Y
+            M[j] += matmul(Y.T, Y)
 
 
 # From this many features on, moments are accumulated centre by centre.

@@ -25,8 +25,8 @@ from ._assign import (
     scores_inplace,
     temperature,
 )
+from ._blas import matmul, row_sums
 from ._block_stats import _accumulate_moments, _hard_stats, _softmax_stats
-from ._entmax_rows import row_sums
 
 
 class PassResult(NamedTuple):
@@ -54,7 +54,9 @@ def column_mean_variance(X, sample_weight):
     w = sample_weight / sample_weight.sum(dtype=np.float64)
     if not sp.issparse(X):
         mean = w @ X
-        return mean, w @ (X - mean) ** 2
+        # Squares of tiny deviations underflow to 0: their working values.
+        with np.errstate(under="ignore"):
+            return mean, w @ (X - mean) ** 2
     X = X.tocsr()
     d = X.shape[1]
     # In units of a power of 2 near the largest entry: the squares of data
@@ -64,10 +66,16 @@ def column_mean_variance(X, sample_weight):
     mean = np.asarray(X.T @ w).ravel() / unit
     w_stored = np.repeat(w, np.diff(X.indptr))
     deviation = data - mean[X.indices]
-    stored_var = np.bincount(X.indices, weights=w_stored * deviation**2, minlength=d)
-    stored_w = np.bincount(X.indices, weights=w_stored, minlength=d)
-    var = stored_var + np.maximum(1.0 - stored_w, 0.0) * mean**2
-    return mean * unit, var * unit * unit
+    # Squares of tiny deviations underflow to 0 (their values at working
+    # precision); data near the dtype's limit give an infinite variance,
+    # which the scale checks (``_scaling``) turn into a clear error.
+    with np.errstate(under="ignore", over="ignore"):
+        stored_var = np.bincount(
+            X.indices, weights=w_stored * deviation**2, minlength=d
+        )
+        stored_w = np.bincount(X.indices, weights=w_stored, minlength=d)
+        var = stored_var + np.maximum(1.0 - stored_w, 0.0) * mean**2
+        return mean * unit, var * unit * unit
 
 
 def data_offset(X, sample_weight):
@@ -282,7 +290,7 @@ def _pass(
             # D = d - d_min >= 0, kept for the objective and its bounds.
             D = np.subtract(E, e_min[:, None], out=buf.D[:b])
             np.maximum(D, 0.0, out=D)
-            d_mean = d_min + D @ weights
+            d_mean = d_min + matmul(D, weights)
             if activation == "softmax":
                 F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
         if objective and activation == "softmax" and internal:
@@ -357,7 +365,7 @@ def _softmax_energy(D, d_min, T, inv_T, weights, scratch):
     with np.errstate(over="ignore", under="ignore"):
         Q = np.multiply(D, -inv_T, out=scratch)
         np.expm1(Q, out=Q)
-        return d_min - T * np.log1p(Q @ weights), Q
+        return d_min - T * np.log1p(matmul(Q, weights)), Q
 
 
 def _entmax_energy(R, D, d_min, T, W, ones):
@@ -401,20 +409,20 @@ class _Sums:
             # dF/dx_i = 2 w_i (x_i - sum_j r_ij mu_j), in centred coordinates.
             Gb = self.G[sl]
             Gb[...] = Xb.toarray() if sp.issparse(Xb) else Xb
-            Gb -= R @ C
+            Gb -= matmul(R, C)
             Gb *= 2.0 * wb[:, None]
         M = N = S = None
         if self.M is not None:
             M = np.zeros_like(self.M)
             _accumulate_moments(M, Xb, wb, R)
         if self.N is not None:
-            N = wb @ R
+            N = matmul(wb, R)
             if sp.issparse(Xb):
                 R *= wb[:, None]
                 S = (Xb.T @ R).T
             else:
                 Xb *= wb[:, None]
-                S = R.T @ Xb
+                S = matmul(R.T, Xb)
         return N, S, M
 
     def add(self, part):

@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from ._blas import row_sums
+
 # Rows per block: a block of scores and its temporaries (five arrays of 1 MiB
 # in float64) stay in the last-level cache while the multi-pass threshold
 # search runs over it, and the per-call cost of its small row-vector steps is
@@ -39,21 +41,6 @@ class _Workspace:
         # Row sums as a matrix-vector product: BLAS beats ufunc reductions on
         # short rows by a factor of two or more.
         self.ones = np.ones(k, dtype=dtype)
-
-
-def row_sums(A, ones):
-    """Row sums of a block, ``A @ ones``, as one BLAS product.
-
-    The callers' operands are finite (0/1 masks, clipped or normalised
-    non-negative values), so the product cannot make a NaN. OpenBLAS's
-    single-precision kernels can still raise the "invalid" flag on such
-    products (seen on rows of 5 float32 values, 2 in 20000 calls, depending
-    on the memory around the operands; the result was exact), which a
-    caller's ``np.errstate(invalid="raise")`` would turn into a spurious
-    ``FloatingPointError``: the flag is ignored here.
-    """
-    with np.errstate(invalid="ignore"):
-        return A @ ones
 
 
 def _blocks(m, k, dtype):

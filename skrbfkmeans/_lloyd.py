@@ -31,6 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._assign import BlockPlan, PreparedCenters, pooled_empty
+from ._blas import matmul
 from ._engine import m_step
 from ._rows import em_fixed_sigma
 
@@ -103,7 +104,7 @@ def _small_distances(rows, centers, idx=None, out=None):
     """
     Xc = rows.centred() if idx is None else rows.centred()[idx]
     pc = PreparedCenters(centers, rows.offset, centers.dtype)
-    E = np.matmul(Xc, pc.minus_2t, out=out)
+    E = matmul(Xc, pc.minus_2t, out=out)
     E += pc.sq
     return E
 
@@ -127,7 +128,7 @@ def _small_full_pass(rows, centers, second=False):
     onehot = pooled_empty("lloyd_onehot", (k, n), np.float64)
     onehot.fill(0.0)
     onehot[labels, rows_n] = w
-    N, S = onehot.sum(axis=1), onehot @ Xc
+    N, S = onehot.sum(axis=1), matmul(onehot, Xc)
     if not second:
         return labels, e_own, N, S
     # The runner-up's partial distance, for the bounds of ``_Bounds``.

@@ -77,7 +77,8 @@ def working_units(X, sample_weight, centers=None):
     if centers is not None:
         magnitude = max(magnitude, centred_magnitude(centers, offset))
     size = float(np.abs(offset).max(initial=0.0))
-    constant = np.isfinite(size) and magnitude <= 8 * np.finfo(X.dtype).eps * size
+    eps = float(np.finfo(X.dtype).eps)  # Python floats: no underflow flag
+    constant = np.isfinite(size) and magnitude <= 8 * eps * size
     if constant:
         # Every row equal (to the centres too), up to the rounding of their
         # mean: the distortion is 0, and the scale of the values themselves
@@ -86,7 +87,7 @@ def working_units(X, sample_weight, centers=None):
     else:
         check_representable(X, offset, magnitude, float(sample_weight.sum()))
         mean, var = column_mean_variance(X, sample_weight)
-        with np.errstate(over="ignore"):
+        with np.errstate(over="ignore", under="ignore"):
             far = float(mean @ mean) > _FAR * float(var.sum())
         units = Units(safe_scale(magnitude, X.dtype), offset if far else None)
     if units.shift is not None:

@@ -306,7 +306,7 @@ def test_loss_finite_at_extreme_widths(activation, dtype, factor):
     sigma = factor * float(X.std())
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)
-        with np.errstate(over="raise", invalid="raise", divide="raise"):
+        with np.errstate(all="raise"):
             loss, grad_c, grad_x = rbf_kmeans_loss(
                 X,
                 C,

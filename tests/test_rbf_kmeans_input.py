@@ -322,7 +322,7 @@ def test_extreme_sigma_outputs_finite(activation, dtype, factor):
         warnings.simplefilter("error", RuntimeWarning)
         # At huge widths centres merge (a ConvergenceWarning, not the point).
         warnings.simplefilter("ignore", ConvergenceWarning)
-        with np.errstate(over="raise", invalid="raise", divide="raise"):
+        with np.errstate(all="raise"):
             est.fit(X)
             P = est.predict_proba(X)
             outputs = [
