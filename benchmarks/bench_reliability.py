@@ -51,8 +51,12 @@ a result was expected, a message that does not name the problem, a NumPy
 ``RuntimeWarning`` on the way to a correct result). One BLAS/OpenMP thread.
 Exit status 1 if any case is wrong or crashed.
 
+With ``--raise-fp`` every API call runs under ``np.errstate(all="raise")``:
+the package handles its floating-point events itself, so the outcomes must
+be the same, and any ``FloatingPointError`` that escapes is a crash.
+
 Run: ``python benchmarks/bench_reliability.py [--only FAMILY[,FAMILY]]
-[--jobs 2] [--full] [--signal-rows 200000] [--verbose]``.
+[--jobs 2] [--full] [--signal-rows 200000] [--raise-fp] [--verbose]``.
 """
 
 import argparse
@@ -93,6 +97,8 @@ class Report:
         self.cases = []  # (family, description, outcome, detail)
         self.notes = []  # (family, description, note)
         self.verbose = verbose
+        # NumPy's error state of every API call (--raise-fp: all="raise").
+        self.errstate = {}
 
     def add(self, family, desc, outcome, detail="", note=""):
         assert outcome in OUTCOMES, outcome
@@ -181,7 +187,8 @@ def api_case(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            result = call()
+            with np.errstate(**REPORT.errstate):
+                result = call()
         except (ValueError, TypeError) as exc:
             message = one_line(exc)
             if not message:
@@ -2516,6 +2523,11 @@ def main():
     parser.add_argument(
         "--full", action="store_true", help=f"{len(EXTRA_CLI)} more command lines"
     )
+    parser.add_argument(
+        "--raise-fp",
+        action="store_true",
+        help="run every API call under np.errstate(all='raise')",
+    )
     parser.add_argument("--verbose", "-v", action="store_true")
     args = parser.parse_args()
     only = FAMILIES if args.only is None else args.only.split(",")
@@ -2523,6 +2535,8 @@ def main():
     if unknown:
         parser.error(f"unknown families {sorted(unknown)}; choose from {FAMILIES}")
     REPORT.verbose = args.verbose
+    if args.raise_fp:
+        REPORT.errstate = {"all": "raise"}
     start = time.perf_counter()
     times = {}
     with tempfile.TemporaryDirectory(
@@ -2573,7 +2587,8 @@ def main():
                 os.chmod(os.path.join(dirpath, name), 0o755)
     elapsed = time.perf_counter() - start
 
-    print(f"adversarial inputs, 1 thread; {elapsed:.1f} s in all")
+    fp = "; API calls under np.errstate(all='raise')" if args.raise_fp else ""
+    print(f"adversarial inputs, 1 thread{fp}; {elapsed:.1f} s in all")
     print(
         f"{'family':>13} {'tried':>6} {'correct':>8} {'error':>6} {'wrong':>6} "
         f"{'crash':>6}"

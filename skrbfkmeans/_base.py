@@ -38,7 +38,7 @@ from ._engine import (
     responsibilities,
     squared_norms,
 )
-from ._scaling import Units, working_units
+from ._scaling import Units, scaled, working_units
 from ._threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight, warn_user
 
@@ -422,7 +422,8 @@ class _BaseRBFKMeans(
             # Centred, as in fit: far from the origin the distances cancel.
             X, centers = centred_rows(X, offset), centers - offset
         distances = _exact_near_zero(X, centers, euclidean_distances(X, centers))
-        return distances * distances.dtype.type(scale) if scale != 1.0 else distances
+        # In the user's units (tiny data: distances at working precision).
+        return scaled(distances, 1.0 / scale)
 
     @one_blas_thread
     def score(self, X, y=None, sample_weight=None):

@@ -63,7 +63,7 @@ def _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia):
         block_inertia = 0.0
         if inertia:
             # Without a prior the largest score is -min_j e_ij / T.
-            block_inertia = float(wb @ np.maximum(x_sq[sl] - T * z_max, 0.0))
+            block_inertia = float(matmul(wb, np.maximum(x_sq[sl] - T * z_max, 0.0)))
         N, S = np.zeros(n_clusters), np.zeros((n_clusters, n_features))
         clamp = near = None
         if not sparse:

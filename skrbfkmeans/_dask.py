@@ -26,7 +26,7 @@ from ._engine import (
 from ._rows import draw_rows, weight_points
 from ._scaling import centred_magnitude, check_representable, safe_scale
 from ._threads import one_blas_thread
-from ._validation import check_n_samples, check_some_weight
+from ._validation import check_n_samples, check_some_weight, check_weight_total
 
 INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'
 
@@ -284,6 +284,7 @@ class DaskRows:
         if n_neg:
             raise ValueError("Negative values in data passed to `sample_weight`.")
         check_some_weight(total > 0)
+        check_weight_total(total)
         self.total_weight = total
         self.offset = (colsum / total).astype(self.dtype)
         # Dask rows are not rescaled (a scaled copy of every chunk would be

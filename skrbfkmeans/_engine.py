@@ -53,15 +53,17 @@ def column_mean_variance(X, sample_weight):
     """
     w = sample_weight / sample_weight.sum(dtype=np.float64)
     if not sp.issparse(X):
-        mean = w @ X
-        # Squares of tiny deviations underflow to 0: their working values.
+        # Means and squares of tiny values underflow: their working values.
         with np.errstate(under="ignore"):
-            return mean, w @ (X - mean) ** 2
+            mean = matmul(w, X)
+            return mean, matmul(w, (X - mean) ** 2)
     X = X.tocsr()
     d = X.shape[1]
-    # In units of a power of 2 near the largest entry: the squares of data
-    # near 1e160 (whose working units come later) must not overflow.
-    unit = float(np.ldexp(1.0, int(np.frexp(np.abs(X.data).max(initial=1.0))[1])))
+    # In units of a power of 2 near the largest entry (at most it, so that
+    # the unit itself stays finite): the squares of data near 1e160 (whose
+    # working units come later) must not overflow.
+    exponent = int(np.frexp(np.abs(X.data).max(initial=1.0))[1])
+    unit = float(np.ldexp(1.0, exponent - 1))
     data = X.data / unit
     mean = np.asarray(X.T @ w).ravel() / unit
     w_stored = np.repeat(w, np.diff(X.indptr))
@@ -86,13 +88,16 @@ def data_offset(X, sample_weight):
     elsewhere; there uncentred distances would cancel, and centring adds
     few stored entries. Centring elsewhere would make the rows dense.
     """
-    if sp.issparse(X):
-        mean, var = column_mean_variance(X, sample_weight)
-        # Compared without squaring the mean (it may be near 1e160).
-        with np.errstate(over="ignore"):
+    # Data near the dtype's limit give an infinite or NaN mean, which the
+    # scale checks (``_scaling``) report as data too large; tiny data give a
+    # mean at working precision.
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        if sp.issparse(X):
+            mean, var = column_mean_variance(X, sample_weight)
+            # Compared without squaring the mean (it may be near 1e160).
             dominant = np.abs(mean) > np.sqrt(var)
-        return np.where(dominant, mean, 0.0).astype(X.dtype)
-    return (sample_weight @ X / sample_weight.sum()).astype(X.dtype)
+            return np.where(dominant, mean, 0.0).astype(X.dtype)
+        return (matmul(sample_weight, X) / sample_weight.sum()).astype(X.dtype)
 
 
 def squared_norms(X, offset):
@@ -281,7 +286,7 @@ def _pass(
         wb = sample_weight[sl]
         b = wb.shape[0]
         d_min = np.maximum(x_sq[sl] + e_min, 0.0)
-        block_inertia = float(wb @ d_min) if inertia else 0.0
+        block_inertia = float(matmul(wb, d_min)) if inertia else 0.0
         if hard:
             part = _hard_stats(Xb, wb, E, imin, e_min, window)
             if part is not None:
@@ -296,7 +301,7 @@ def _pass(
         if objective and activation == "softmax" and internal:
             if not (stats or moments):
                 # The objective alone: no responsibilities needed.
-                return block_inertia, float(wb @ np.clip(F, d_min, d_mean)), None
+                return block_inertia, float(matmul(wb, np.clip(F, d_min, d_mean))), None
             # The objective's expm1 already holds exp(-D / T) - 1: the
             # responsibilities p_j exp(-D_ij / T) / sum follow without a
             # second exp (entries below half an ulp of the row's largest
@@ -316,7 +321,7 @@ def _pass(
             if activation == "entmax15":
                 F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
             # Rounding only: the exact value lies between these bounds.
-            block_energy = float(wb @ np.clip(F, d_min, d_mean))
+            block_energy = float(matmul(wb, np.clip(F, d_min, d_mean)))
         return block_inertia, block_energy, sums.block(sl, Xb, wb, R, plan.pc.C)
 
     total_inertia = free_energy = 0.0
@@ -441,7 +446,9 @@ def m_step(N, S, centers, offset):
     """Return the centres ``S_j / N_j + offset``; one with no mass stays put."""
     new = centers.copy()
     alive = N > 0
-    new[alive] = S[alive] / N[alive, None] + offset
+    # The means of tiny data underflow: their values at working precision.
+    with np.errstate(under="ignore"):
+        new[alive] = S[alive] / N[alive, None] + offset
     return new
 
 
@@ -457,7 +464,7 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
 
     def block(sl, Xb, E, imin, e_min, buf):
         labels[sl] = imin
-        return float(sample_weight[sl] @ np.maximum(x_sq[sl] + e_min, 0.0))
+        return float(matmul(sample_weight[sl], np.maximum(x_sq[sl] + e_min, 0.0)))
 
     inertia = 0.0
     for block_inertia in BlockPlan(X, centers, offset).map(block):

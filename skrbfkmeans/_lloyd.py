@@ -363,7 +363,7 @@ class IncrementalLloyd:
     def inertia(self):
         """Weighted inertia of the current labels."""
         d = np.maximum(self.rows.x_sq + self.e_own, 0.0)
-        return float(self.rows.w @ d)
+        return float(matmul(self.rows.w, d))
 
 
 class _Bounds:
@@ -479,7 +479,7 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
     for n_iter in range(1, max_iter + 1):
         labels, e_own, N, S = _full_pass(rows, centers)
         if verbose:
-            inertia = float(rows.w @ np.maximum(rows.x_sq + e_own, 0.0))
+            inertia = float(matmul(rows.w, np.maximum(rows.x_sq + e_own, 0.0)))
             print(f"Iteration {n_iter - 1}, inertia {inertia}.")
         _relocate_empty(rows, labels, centers, N, S)
         new = m_step(N, S, centers, rows.offset)

@@ -17,6 +17,7 @@ from sklearn.utils._param_validation import (
     validate_params,
 )
 
+from ._blas import matmul
 from ._engine import labels_inertia, labels_margins, squared_norms
 from ._lloyd import IncrementalLloyd
 from ._loss import check_data_centers
@@ -93,7 +94,8 @@ def _candidates(X, w, centers, offset, x_sq):
     np.fill_diagonal(valid, False)
     j, c = np.nonzero(valid)
     values = gain[c] - removal[j]
-    quantum = 1e-9 * max(float(w @ d1), np.finfo(np.float64).tiny)
+    # Python floats: a zero distortion's tiny quantum raises no underflow.
+    quantum = 1e-9 * max(float(matmul(w, d1)), float(np.finfo(np.float64).tiny))
     with np.errstate(over="ignore"):  # a zero distortion: every pair ties
         key = -np.round(values / quantum)
     order = np.lexsort((c, j, key))[:MAX_PAIRS]

@@ -172,6 +172,9 @@ def scaled(X, scale):
     if scale == 1.0:
         return X
     inv = X.dtype.type(1.0 / scale)
-    if sp.issparse(X):
-        return X * inv
-    return np.multiply(X, inv)
+    # A power of 2: exact, but subnormal entries still raise the underflow
+    # flag on the way.
+    with np.errstate(under="ignore"):
+        if sp.issparse(X):
+            return X * inv
+        return np.multiply(X, inv)

@@ -9,6 +9,7 @@ import os
 import sys
 import warnings
 
+import numpy as np
 import sklearn.base
 import sklearn.utils._param_validation
 from sklearn.utils.validation import _check_sample_weight
@@ -49,7 +50,18 @@ def check_sample_weight(sample_weight, X):
         sample_weight, X, dtype=X.dtype, ensure_non_negative=True
     )
     check_some_weight(sample_weight.any())
+    with np.errstate(over="ignore"):
+        check_weight_total(sample_weight.sum(dtype=np.float64))
     return sample_weight
+
+
+def check_weight_total(total):
+    """Raise a clear error when the weights add up to more than float64 holds."""
+    if not np.isfinite(total):
+        raise ValueError(
+            "sample_weight adds up to more than the largest float64 "
+            f"({np.finfo(np.float64).max:.3g}): divide the weights by a constant."
+        )
 
 
 def check_some_weight(any_positive):

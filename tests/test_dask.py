@@ -222,6 +222,21 @@ def test_bad_sample_weight_message(client, dtype, bad, fragment):
         assert str(exc.value) == str(ref.value)
 
 
+def test_weights_adding_up_to_infinity(client):
+    # Check that weights whose sum overflows float64 raise the NumPy path's
+    # error, naming the weights, for NumPy and for dask weights.
+    X = _blobs(0)
+    w = np.full(X.shape[0], 1e308)
+    with pytest.raises(ValueError, match="sample_weight adds up to") as ref:
+        RBFKMeans(n_clusters=4).fit(X, sample_weight=w)
+    for weights in (w, da.from_array(w, chunks=100)):
+        with pytest.raises(ValueError) as exc:
+            RBFKMeans(n_clusters=4).fit(
+                da.from_array(X, chunks=200), sample_weight=weights
+            )
+        assert str(exc.value) == str(ref.value)
+
+
 def test_convergence_warning(client):
     # Check that hitting max_iter warns as for NumPy input.
     X = _blobs(0)

@@ -28,8 +28,8 @@ from skrbfkmeans import (
 SCALES = [
     pytest.param(dtype, scale, id=f"{np.dtype(dtype).name}-{scale:g}")
     for dtype, scales in [
-        (np.float64, [1e-300, 1e-150, 1.0, 1e150, 1e300]),
-        (np.float32, [1e-30, 1e30]),
+        (np.float64, [1e-300, 1e-150, 1.0, 1e150, 1e300, 1e307]),
+        (np.float32, [1e-40, 1e-30, 1e30]),
     ]
     for scale in scales
 ]

@@ -164,6 +164,13 @@ def _bad_fit_inputs():
         pytest.param(X, 0 * ones, {}, "at least one non-zero", id="zero-w"),
         pytest.param(
             X,
+            np.full(10, 1e308),
+            {},
+            "sample_weight adds up to more than the largest float64",
+            id="huge-w",
+        ),
+        pytest.param(
+            X,
             ones[:7],
             {},
             r"sample_weight.shape == \(7,\), expected \(10,\)",
