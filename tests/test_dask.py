@@ -193,6 +193,18 @@ def test_bad_values_raise(client):
         km.predict(da.from_array(X[:, :2], chunks=200))
 
 
+def _assert_same_weight_error(X, w, fragment):
+    """The NumPy fit's error names ``fragment``; dask's is the same, word for word."""
+    with pytest.raises(ValueError, match=re.escape(fragment)) as ref:
+        RBFKMeans(n_clusters=4).fit(X, sample_weight=w)
+    for weights in (w, da.from_array(w, chunks=100)):
+        with pytest.raises(ValueError) as exc:
+            RBFKMeans(n_clusters=4).fit(
+                da.from_array(X, chunks=200), sample_weight=weights
+            )
+        assert str(exc.value) == str(ref.value)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize(
     "bad, fragment",
@@ -212,29 +224,14 @@ def test_bad_sample_weight_message(client, dtype, bad, fragment):
     w = np.ones(X.shape[0])
     w[[5, 450]] = bad
     w[300] = -2.0
-    with pytest.raises(ValueError, match=re.escape(fragment)) as ref:
-        RBFKMeans(n_clusters=4).fit(X, sample_weight=w)
-    for weights in (w, da.from_array(w, chunks=100)):
-        with pytest.raises(ValueError) as exc:
-            RBFKMeans(n_clusters=4).fit(
-                da.from_array(X, chunks=200), sample_weight=weights
-            )
-        assert str(exc.value) == str(ref.value)
+    _assert_same_weight_error(X, w, fragment)
 
 
 def test_weights_adding_up_to_infinity(client):
     # Check that weights whose sum overflows float64 raise the NumPy path's
     # error, naming the weights, for NumPy and for dask weights.
     X = _blobs(0)
-    w = np.full(X.shape[0], 1e308)
-    with pytest.raises(ValueError, match="sample_weight adds up to") as ref:
-        RBFKMeans(n_clusters=4).fit(X, sample_weight=w)
-    for weights in (w, da.from_array(w, chunks=100)):
-        with pytest.raises(ValueError) as exc:
-            RBFKMeans(n_clusters=4).fit(
-                da.from_array(X, chunks=200), sample_weight=weights
-            )
-        assert str(exc.value) == str(ref.value)
+    _assert_same_weight_error(X, np.full(X.shape[0], 1e308), "sample_weight adds up to")
 
 
 def test_convergence_warning(client):
