@@ -571,31 +571,28 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         ``objective`` defaults to the path's last; ``final`` is the label
         counts, inertia and objective of a final pass, when the fit made one.
         """
-        scale = self._units.scale
+        units = self._units
         if objective is None:
             objective = float(result.objective_path[-1])
         self._activation = result.activation
+        self.sigma_ = float(result.sigma) * units.scale
+        self.objective_ = float(objective) * units.scale * units.scale
         self.n_iter_ = result.n_iter_final
         self.n_iter_total_ = result.n_iter
         self.converged_ = result.converged
         self.certified_ = result.certified
+        self.sigma_path_ = units.lengths(result.sigma_path)
+        self.centers_path_ = units.to_user(result.centers_path)
+        self.objective_path_ = units.energies(result.objective_path)
+        self.inertia_path_ = units.energies(result.inertia_path)
         self.n_distinct_centers_path_ = result.n_distinct_path
         self.activation_path_ = result.activation_path
+        self.critical_sigmas_ = units.lengths(result.critical_sigmas)
         self.n_polish_moves_ = result.n_polish_moves
         self.n_clusters_ = result.centers.shape[0]
         self.cluster_count_lifetimes_ = result.count_lifetimes
-        # Lengths and energies of data at tiny scales underflow in the user's
-        # units: their values at working precision.
-        with np.errstate(under="ignore"):
-            self.sigma_ = result.sigma * scale
-            self.objective_ = objective * scale * scale
-            self.sigma_path_ = result.sigma_path * scale
-            self.centers_path_ = self._units.to_user(result.centers_path)
-            self.objective_path_ = result.objective_path * scale * scale
-            self.inertia_path_ = result.inertia_path * scale * scale
-            self.critical_sigmas_ = result.critical_sigmas * scale
-            self.split_linkage_ = result.split_linkage.copy()
-            self.split_linkage_[:, 2] *= scale
+        self.split_linkage_ = result.split_linkage.copy()
+        self.split_linkage_[:, 2] = units.lengths(self.split_linkage_[:, 2])
         self._warn_not_converged(": the final phase")
         counts, inertia = (None, None) if final is None else final[:2]
         self._set_fitted(rows, result.centers, self.sigma_, counts, inertia)

@@ -354,13 +354,13 @@ class DaskRows:
         totals = np.array(dask.compute(*[total(wb) for _, wb in self._blocks]))
         ends = np.cumsum(totals)
         points = weight_points(ends[-1], n_units)
-        chunk = np.searchsorted(ends, points, side="right")
-        chunk = np.minimum(chunk, np.flatnonzero(totals > 0)[-1])
+        # The chunks are drawn as rows are, by their weights; the points are
+        # increasing, so each drawn chunk holds the next ``held`` of them.
+        chunks, held = draw_rows(ends, points, totals)
         draw = dask.delayed(_draw_block, pure=True, nout=2)
         parts = [
-            draw(Xb, wb, ends[c] - totals[c], points[chunk == c])
-            for c, (Xb, wb) in enumerate(self._blocks)
-            if np.any(chunk == c)
+            draw(*self._blocks[c], ends[c] - totals[c], p)
+            for c, p in zip(chunks, np.split(points, np.cumsum(held)[:-1]))
         ]
         parts = dask.compute(*parts)
         Xs = np.concatenate([p[0] for p in parts])

@@ -197,6 +197,12 @@ class IncrementalLloyd:
         self.labels, self.e_own, self.N, self.S = labels, e_own, N, S
         self.exact = True  # labels, partial distances and sums from a full pass
 
+    def _relabel_all(self):
+        """One full pass at the current centres; whether a label changed."""
+        old = self.labels
+        self._reset(self.centers)
+        return not np.array_equal(self.labels, old)
+
     def copy(self):
         """Return an independent copy of the state (for a trial move)."""
         new = object.__new__(IncrementalLloyd)
@@ -231,9 +237,7 @@ class IncrementalLloyd:
             if shift is not None:
                 return self._bounded_step(shift)
             # Centres moved from outside (a trial move): new bounds.
-            old = self.labels
-            self._reset(self.centers)
-            return not np.array_equal(self.labels, old)
+            return self._relabel_all()
         rows = self.rows
         X, offset = rows.X, rows.offset
         n, k = X.shape[0], self.centers.shape[0]
@@ -244,9 +248,7 @@ class IncrementalLloyd:
             own_moved.size * k + n * moved.size > FULL_PASS_SHARE * n * k
         ):
             # Small data, or too much to recompute: one full pass is cheaper.
-            old = self.labels
-            self._reset(self.centers)
-            return not np.array_equal(self.labels, old)
+            return self._relabel_all()
         self.exact = False
         old = self.labels.copy()
         # Samples whose centre moved: distances to every centre.
@@ -309,9 +311,7 @@ class IncrementalLloyd:
         bounds, rows = self.bounds, self.rows
         cand = bounds.candidates(self.labels, shift)
         if cand.size > FULL_PASS_SHARE * self.labels.size:
-            old = self.labels
-            self._reset(self.centers)
-            return not np.array_equal(self.labels, old)
+            return self._relabel_all()
         self.exact = False
         if cand.size == 0:
             return False
@@ -342,15 +342,13 @@ class IncrementalLloyd:
         the polish that ends on the current partition never seems to win by
         rounding. A pass that changes a label returns False, the state exact.
         """
-        old = self.labels
-        self._reset(self.centers)
-        if not np.array_equal(self.labels, old):
+        if self._relabel_all():
             return False
         new = m_step(self.N, self.S, self.centers, self.rows.offset)
         if np.array_equal(new, self.centers):
             return True
-        self._reset(new)
-        return np.array_equal(self.labels, old)
+        self.centers = new
+        return not self._relabel_all()
 
     def _plain(self, max_iter):
         """Run the engine's plain Lloyd (coincident centres move together)."""

@@ -55,6 +55,22 @@ class Units(NamedTuple):
             centers = centers - self.shift.astype(centers.dtype, copy=False)
         return scaled(centers, self.scale) if self.scale != 1.0 else centers.copy()
 
+    def lengths(self, x):
+        """Return lengths in working units (widths, distances) in the user's.
+
+        Times the scale, a power of 4: exact, except that the lengths of
+        tiny data underflow to their values at working precision.
+        """
+        return scaled(np.asarray(x, dtype=np.float64), 1.0 / self.scale)
+
+    def energies(self, x):
+        """Return squared lengths (inertia, energies) in the user's units.
+
+        Twice by the scale: its square may underflow where the product does
+        not.
+        """
+        return self.lengths(self.lengths(x))
+
     def to_user(self, centers):
         """Return working-unit centres (or paths of them) in the user's units."""
         out = scaled(centers, 1.0 / self.scale)
