@@ -43,6 +43,7 @@ def _row_bytes(n_clusters, n_features, dtype, activation):
 def block_rows(n_samples, n_clusters, n_features, dtype, activation, target=None):
     """Rows per block: about 4 MiB of scores, never above ``working_memory``.
 
+    At least 1, also for ``n_samples = 0`` (``blocks`` then yields nothing).
     Counts every buffer a block holds (scores, a copy for the objective, the
     centred rows and, for entmax, its five-buffer workspace).
     """
@@ -52,7 +53,8 @@ def block_rows(n_samples, n_clusters, n_features, dtype, activation, target=None
     target = (target or _TARGET_BLOCK_BYTES) // (itemsize * (n_clusters + n_features))
     step = int(max(1, min(n_samples, bound, max(target, 64))))
     # Blocks of equal size: a short last block costs a whole block's calls.
-    n_blocks = -(-n_samples // step)
+    # No rows (an empty dask chunk) make no blocks, whatever the step.
+    n_blocks = max(1, -(-n_samples // step))
     return max(1, -(-n_samples // n_blocks))
 
 

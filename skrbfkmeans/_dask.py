@@ -83,8 +83,7 @@ def as_dask_array(estimator, X, *, reset):
         raise ValueError(
             f"Expected a 2D dask array, got an array of dimension {X.ndim}."
         )
-    if any(np.isnan(c) for c in X.chunks[0]):
-        X = X.compute_chunk_sizes()
+    X = _known_chunks(X)
     if X.dtype not in (np.float32, np.float64):
         X = X.astype(np.float64)
     if X.numblocks[1] != 1:
@@ -94,6 +93,18 @@ def as_dask_array(estimator, X, *, reset):
         raise ValueError(
             "Found array with 0 sample(s) while a minimum of 1 is required."
         )
+    return X
+
+
+def _known_chunks(X):
+    """``X`` with the row counts of its chunks known (one pass if they are not).
+
+    ``DataFrame.values`` and ``to_dask_array()`` leave them unknown; the
+    weights, the sampled rows and the outputs of the predictions are chunked
+    like ``X`` and need them.
+    """
+    if any(np.isnan(c) for c in X.chunks[0]):
+        X = X.compute_chunk_sizes()
     return X
 
 
@@ -107,6 +118,8 @@ def _as_dask_weights(sample_weight, X):
         w = sample_weight
         if hasattr(w, "to_dask_array"):
             w = w.to_dask_array(lengths=True)
+        elif w.ndim == 1:
+            w = _known_chunks(w)
     elif np.ndim(sample_weight) == 0:
         return da.full(n_samples, sample_weight, dtype=X.dtype, chunks=(X.chunks[0],))
     else:
@@ -120,12 +133,22 @@ def _as_dask_weights(sample_weight, X):
     return w.astype(X.dtype).rechunk((X.chunks[0],))
 
 
+def nonempty_blocks(X, w):
+    """Delayed ``(X_block, w_block)`` pairs of the row chunks that hold rows.
+
+    A chunk of 0 rows (a filtered dask DataFrame has them) adds nothing to a
+    sum over rows: it is left out rather than sent to the block kernels.
+    """
+    pairs = zip(X.to_delayed().ravel(), w.to_delayed().ravel())
+    return [pair for pair, n in zip(pairs, X.chunks[0]) if n]
+
+
 def row_blocks(X, sample_weight):
-    """Yield ``(X_block, w_block)`` in memory, one row block at a time."""
+    """Yield ``(X_block, w_block)`` in memory, one non-empty row block at a time."""
     dask, _ = import_dask()
     w = _as_dask_weights(sample_weight, X)
-    for i in range(X.numblocks[0]):
-        yield dask.compute(X.blocks[i], w.blocks[i])
+    for Xb, wb in nonempty_blocks(X, w):
+        yield dask.compute(Xb, wb)
 
 
 # -- per-block kernels (run on the workers) ----------------------------------
@@ -223,6 +246,9 @@ def _distances_block(Xb, centers, offset):
     from sklearn.metrics.pairwise import euclidean_distances
 
     _check_finite_block(Xb)
+    if Xb.shape[0] == 0:
+        # An empty chunk (euclidean_distances refuses 0 rows).
+        return np.empty((0, centers.shape[0]), dtype=Xb.dtype)
     # Centred, as the NumPy transform: far from the origin distances cancel.
     return euclidean_distances(Xb - offset, centers - offset)
 
@@ -269,7 +295,7 @@ class DaskRows:
         self.dtype = X.dtype
         self.n_samples, self.n_features = X.shape
         # The delayed blocks are built once and reused by every pass.
-        self._blocks = list(zip(X.to_delayed().ravel(), w.to_delayed().ravel()))
+        self._blocks = nonempty_blocks(X, w)
         total, colsum, n_bad, n_nan, n_inf, n_neg = self.reduce(_summary_block)
         if n_bad:
             raise ValueError("Input X contains NaN or infinity.")
@@ -469,6 +495,6 @@ def inertia(X, sample_weight, centers, offset):
     w = _as_dask_weights(sample_weight, X)
     func = dask.delayed(_score_block, pure=True)
     c, o = dask.delayed(centers), dask.delayed(offset)
-    blocks = zip(X.to_delayed().ravel(), w.to_delayed().ravel())
+    blocks = nonempty_blocks(X, w)
     total = _tree(dask, [func(Xb, wb, c, o) for Xb, wb in blocks], _add)
     return float(dask.compute(total)[0][0])
