@@ -57,15 +57,18 @@ def import_dask():
 # -- validation -------------------------------------------------------------
 
 
-def as_dask_array(estimator, X, *, reset):
+def as_dask_array(estimator, X, *, reset, check_finite=True):
     """Lazily validate a dask array or DataFrame; returns a dask array.
 
     Feature names and ``n_features_in_`` are checked (or set, with ``reset``)
     as ``validate_data`` does for NumPy and pandas input. float32 and float64
-    are kept, anything else becomes float64; the columns are gathered into one
-    chunk so that each block holds whole rows. Values are not read here: the
-    finiteness check is a per-block reduction (``DaskRows``) or runs inside
-    each prediction block.
+    are kept, anything else becomes float64 (pandas' missing values ``pd.NA``
+    of nullable or object columns become NaN, as in scikit-learn's conversion
+    of a pandas frame); the columns are gathered into one chunk so that each
+    block holds whole rows. Only the row counts of chunks of unknown size are
+    computed here. With ``check_finite`` each block raises scikit-learn's
+    error for NaN or infinity when it is computed; a fit checks every block
+    in one reduction instead (``DaskRows``).
     """
     from sklearn.utils.validation import _check_feature_names, _check_n_features
 
@@ -83,9 +86,7 @@ def as_dask_array(estimator, X, *, reset):
         raise ValueError(
             f"Expected a 2D dask array, got an array of dimension {X.ndim}."
         )
-    X = _known_chunks(X)
-    if X.dtype not in (np.float32, np.float64):
-        X = X.astype(np.float64)
+    X = _as_float(_known_chunks(X))
     if X.numblocks[1] != 1:
         X = X.rechunk({1: -1})
     _check_n_features(estimator, X, reset=reset)
@@ -93,6 +94,8 @@ def as_dask_array(estimator, X, *, reset):
         raise ValueError(
             "Found array with 0 sample(s) while a minimum of 1 is required."
         )
+    if check_finite:
+        X = X.map_blocks(_finite_block, type(estimator).__name__, dtype=X.dtype)
     return X
 
 
@@ -106,6 +109,50 @@ def _known_chunks(X):
     if any(np.isnan(c) for c in X.chunks[0]):
         X = X.compute_chunk_sizes()
     return X
+
+
+def _as_float(X):
+    """``X`` as float32 or float64 (kept), anything else as float64."""
+    if X.dtype == object:
+        return X.map_blocks(_float_block, dtype=np.float64)
+    if X.dtype not in (np.float32, np.float64):
+        return X.astype(np.float64)
+    return X
+
+
+def _float_block(Xb):
+    """Return an object block as float64, pandas' ``pd.NA`` as NaN.
+
+    Nullable pandas columns (``Float64``, ``Int64``) reach dask arrays as
+    objects; ``float(pd.NA)`` raises a ``TypeError``, where scikit-learn
+    converts a pandas frame's ``pd.NA`` to NaN and names it in its error.
+    """
+    try:
+        return Xb.astype(np.float64)
+    except TypeError:
+        import pandas as pd  # pd.NA and the objects holding it come from pandas
+
+        return np.where(pd.isna(Xb), np.nan, Xb).astype(np.float64)
+
+
+def _finite_block(Xb, estimator_name):
+    """``Xb`` itself, after scikit-learn's check for NaN and infinity."""
+    from sklearn.utils.validation import _assert_all_finite
+
+    _assert_all_finite(Xb, estimator_name=estimator_name, input_name="X")
+    return Xb
+
+
+def raise_not_finite(dtype, has_nan, estimator):
+    """Raise scikit-learn's ``ValueError`` for NaN (else infinity) in ``X``.
+
+    The words are sklearn's own (``_assert_all_finite``, run on one such
+    value): a dask fit reports what a NumPy or pandas fit would.
+    """
+    from sklearn.utils.validation import _assert_all_finite
+
+    value = np.array([np.nan if has_nan else np.inf], dtype=dtype)
+    _assert_all_finite(value, estimator_name=type(estimator).__name__, input_name="X")
 
 
 def _as_dask_weights(sample_weight, X):
@@ -130,6 +177,8 @@ def _as_dask_weights(sample_weight, X):
         )
     if isinstance(w, np.ndarray):
         return da.from_array(w, chunks=(X.chunks[0],))
+    if w.dtype == object:
+        w = w.map_blocks(_float_block, dtype=np.float64)
     return w.astype(X.dtype).rechunk((X.chunks[0],))
 
 
@@ -170,8 +219,8 @@ def _maximum(*parts):
 def _summary_block(Xb, wb):
     """Total weight, weighted column sums (float64), bad-value counts.
 
-    The counts are of non-finite values of ``X``, and of NaN, infinite and
-    negative weights, each kind apart: the error names the kind, as the
+    The counts are of NaN and infinite values of ``X``, and of NaN, infinite
+    and negative weights, each kind apart: the error names the kind, as the
     NumPy path's does.
     """
     Xb = np.asarray(Xb)
@@ -179,7 +228,8 @@ def _summary_block(Xb, wb):
     return (
         float(w64.sum()),
         w64 @ Xb,
-        int((~np.isfinite(Xb)).sum()),
+        int(np.isnan(Xb).sum()),
+        int(np.isinf(Xb).sum()),
         int(np.isnan(wb).sum()),
         int(np.isinf(wb).sum()),
         int((wb < 0).sum()),
@@ -225,27 +275,22 @@ def _margin_block(Xb, wb, centers, offset):
     return float(margins.min()) if margins.size else np.inf
 
 
-def _check_finite_block(Xb):
-    # Prediction is lazy: a bad value can only be reported when its block runs.
-    if not np.isfinite(Xb).all():
-        raise ValueError("Input X contains NaN or infinity.")
+# The prediction kernels get blocks checked by ``as_dask_array``: a bad value
+# is reported when its block runs (prediction is lazy).
 
 
 def _labels_block(Xb, centers, offset):
-    _check_finite_block(Xb)
     Xb = np.ascontiguousarray(Xb)
     return labels_inertia(Xb, np.ones(Xb.shape[0], Xb.dtype), centers, offset)[0]
 
 
 def _score_block(Xb, wb, centers, offset):
-    _check_finite_block(Xb)
     return (labels_inertia(np.ascontiguousarray(Xb), wb, centers, offset)[1],)
 
 
 def _distances_block(Xb, centers, offset):
     from sklearn.metrics.pairwise import euclidean_distances
 
-    _check_finite_block(Xb)
     if Xb.shape[0] == 0:
         # An empty chunk (euclidean_distances refuses 0 rows).
         return np.empty((0, centers.shape[0]), dtype=Xb.dtype)
@@ -255,7 +300,6 @@ def _distances_block(Xb, centers, offset):
 
 @one_blas_thread
 def _proba_block(Xb, centers, sigma, activation, offset):
-    _check_finite_block(Xb)
     Xb = np.ascontiguousarray(Xb)
     resp = np.empty((Xb.shape[0], centers.shape[0]), dtype=Xb.dtype)
     x_sq = squared_norms(Xb, offset)
@@ -287,7 +331,8 @@ class DaskRows:
 
     def __init__(self, estimator, X, sample_weight):
         self.dask, _ = import_dask()
-        X = as_dask_array(estimator, X, reset=True)
+        # Every block's values are checked at once by the summary below.
+        X = as_dask_array(estimator, X, reset=True, check_finite=False)
         n_clusters, name = estimator._requested_clusters()
         check_n_samples(X.shape[0], n_clusters, name=name)
         w = _as_dask_weights(sample_weight, X)
@@ -296,9 +341,10 @@ class DaskRows:
         self.n_samples, self.n_features = X.shape
         # The delayed blocks are built once and reused by every pass.
         self._blocks = nonempty_blocks(X, w)
-        total, colsum, n_bad, n_nan, n_inf, n_neg = self.reduce(_summary_block)
-        if n_bad:
-            raise ValueError("Input X contains NaN or infinity.")
+        summary = self.reduce(_summary_block)
+        total, colsum, n_nan_X, n_inf_X, n_nan, n_inf, n_neg = summary
+        if n_nan_X or n_inf_X:
+            raise_not_finite(self.dtype, n_nan_X > 0, estimator)
         # The messages and their order are sklearn's _check_sample_weight's.
         if n_nan:
             raise ValueError("Input sample_weight contains NaN.")

@@ -1,10 +1,13 @@
-"""Tests of dask chunks of every shape.
+"""Tests of dask chunks of every shape, and of missing values in dask frames.
 
 Filtering a dask DataFrame leaves partitions of 0 rows; ``DataFrame.values``
 and ``to_dask_array()`` leave the row counts of the chunks unknown. Such input
 is valid: every fit and prediction must give the NumPy results (to the
-rounding of sums added in another order).
+rounding of sums added in another order). A dask frame holding ``pd.NA`` must
+raise the error scikit-learn raises for the pandas frame, word for word.
 """
+
+import re
 
 import numpy as np
 import pytest
@@ -215,3 +218,86 @@ def test_all_chunks_empty(client):
     X = da.from_array(np.empty((0, 3)), chunks=((0, 0), 3))
     with pytest.raises(ValueError, match="0 sample"):
         RBFKMeans(2).fit(X)
+
+
+def _nullable_frames():
+    """Frames with one missing value: nullable float, nullable int, object."""
+    X = np.round(_blobs(n_samples=60) * 10)
+    float_frame = _frame(X).astype("Float64")
+    float_frame.iloc[7, 1] = pd.NA
+    int_frame = _frame(X).astype("Int64")
+    int_frame.iloc[7, 1] = pd.NA
+    object_frame = float_frame.astype(object)
+    return {"Float64": float_frame, "Int64": int_frame, "object": object_frame}
+
+
+def _nan_message(estimator, frame):
+    """scikit-learn's error for a pandas frame holding NaN, word for word."""
+    with pytest.raises(ValueError, match="Input X contains NaN") as exc:
+        estimator.fit(frame.astype("Float64").to_numpy(np.float64, na_value=np.nan))
+    return str(exc.value)
+
+
+@pytest.mark.filterwarnings("ignore:Dask currently has limited support")
+@pytest.mark.parametrize("kind", ["Float64", "Int64", "object"])
+def test_missing_values_in_a_dask_frame(client, kind):
+    # Check that pd.NA in a dask DataFrame raises scikit-learn's ValueError
+    # for NaN, word for word the pandas frame's, at fit, partial_fit and in
+    # every prediction (lazily: when its block is computed).
+    frame = _nullable_frames()[kind]
+    ddf = dd.from_pandas(frame, npartitions=3)
+    message = _nan_message(RBFKMeans(3), frame)
+    if kind != "object":
+        # scikit-learn's conversion of the nullable pandas frame itself.
+        with pytest.raises(ValueError) as exc:
+            RBFKMeans(3).fit(frame)
+        assert str(exc.value) == message
+    for estimator in (RBFKMeans(3), AnnealedRBFKMeans(3)):
+        with pytest.raises(ValueError) as exc:
+            estimator.fit(ddf)
+        assert str(exc.value) == _nan_message(estimator, frame)
+    with pytest.raises(ValueError) as exc:
+        RBFKMeans(3, random_state=0).partial_fit(ddf)
+    assert str(exc.value) == message
+    km = RBFKMeans(3, random_state=0).fit(frame.dropna().astype(np.float64))
+    for method in ("predict", "predict_proba", "transform"):
+        with pytest.raises(ValueError) as exc:
+            getattr(km, method)(ddf).compute()
+        assert str(exc.value) == message
+    with pytest.raises(ValueError) as exc:
+        km.score(ddf)
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf], ids=["nan", "inf"])
+def test_non_finite_dask_array_message(client, bad):
+    # Check that NaN or infinity in a dask array raises the NumPy fit's
+    # error word for word (NaN named before infinity, the dtype named), at
+    # fit and when a prediction's block is computed.
+    X = _blobs(n_samples=60).astype(np.float32)
+    X[5, 0] = bad
+    X[40, 1] = np.inf
+    with pytest.raises(ValueError) as ref:
+        RBFKMeans(3).fit(X)
+    with pytest.raises(ValueError) as exc:
+        RBFKMeans(3).fit(da.from_array(X, chunks=((0, 20, 40), 3)))
+    assert str(exc.value) == str(ref.value)
+    km = RBFKMeans(3, random_state=0).fit(np.nan_to_num(X, posinf=0.0))
+    with pytest.raises(ValueError) as ref:
+        km.predict(X)
+    # Both bad values in one block: each block reports its own when it runs.
+    with pytest.raises(ValueError) as exc:
+        km.predict(da.from_array(X, chunks=((50, 10), 3))).compute()
+    assert str(exc.value) == str(ref.value)
+
+
+@pytest.mark.filterwarnings("ignore:Dask currently has limited support")
+def test_missing_weights_in_a_dask_series(client):
+    # Check that pd.NA in a nullable dask Series of weights raises the error
+    # for NaN weights, not a TypeError.
+    frame = _frame(_blobs(n_samples=60))
+    weights = pd.Series(np.ones(60)).astype("Float64")
+    weights.iloc[3] = pd.NA
+    ddf = dd.from_pandas(frame, npartitions=3)
+    with pytest.raises(ValueError, match=re.escape("sample_weight contains NaN")):
+        RBFKMeans(3).fit(ddf, sample_weight=dd.from_pandas(weights, npartitions=3))
