@@ -17,6 +17,7 @@ import os
 import numpy as np
 
 from ._cli_errors import CLIError
+from ._cli_output import name_max
 
 
 def read_input(path, header=None):
@@ -221,14 +222,22 @@ def same_file(a, b):
 def check_output(path, option, args):
     """Refuse an output ``path`` of ``option`` that cannot or should not be written.
 
-    It must be a ``.csv`` in an existing directory, not a directory, and
-    neither the input file nor a read-only file unless ``args.force``.
+    It must be a ``.csv`` in an existing directory, with a name the file
+    system accepts, not a directory, and neither the input file nor a
+    read-only file unless ``args.force``.
     """
     if os.path.splitext(path)[1].lower() != ".csv":
         raise CLIError(f"{option} {path}: unknown extension; outputs are .csv files")
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise CLIError(f"{option} {path}: directory {directory} does not exist")
+    # Found now rather than when the output is written, after the work.
+    size, limit = len(os.fsencode(os.path.basename(path))), name_max(directory)
+    if size > limit:
+        raise CLIError(
+            f"{option} {path}: file name too long ({size} bytes; the file "
+            f"system of {directory} allows {limit})"
+        )
     if os.path.isdir(path):
         raise CLIError(f"{option} {path}: is a directory")
     if same_file(path, args.input) and not args.force:

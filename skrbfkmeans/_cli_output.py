@@ -22,6 +22,35 @@ FIGURE_NOTE = 'figures need matplotlib: pip install "skrbfkmeans[plot]"'
 
 # -- atomic writing ----------------------------------------------------------
 
+# What mkstemp adds to its prefix: 8 random characters, then the suffix.
+_TEMPORARY_EXTRA = len("..") + 8 + len(".tmp")
+
+
+def name_max(directory):
+    """Return the longest file name, in bytes, allowed in ``directory``."""
+    try:
+        return os.pathconf(directory, "PC_NAME_MAX")
+    except (AttributeError, OSError, ValueError):
+        # No pathconf (Windows) or no answer: the common limit (ext4, XFS,
+        # APFS, NTFS all allow 255).
+        return 255
+
+
+def _temporary_prefix(path, directory):
+    """Return mkstemp's prefix ``.NAME.`` for the output ``path``.
+
+    The temporary name is ``_TEMPORARY_EXTRA`` bytes longer than ``NAME``:
+    an output name near the file system's limit is cut in the temporary
+    name (mkstemp's random characters keep it unique), so that any name the
+    file system accepts can be written.
+    """
+    name = os.path.basename(path)
+    keep = max(name_max(directory) - _TEMPORARY_EXTRA, 0)
+    name = name[:keep]
+    while len(os.fsencode(name)) > keep:
+        name = name[:-1]  # a character of several bytes
+    return f".{name}."
+
 
 @contextlib.contextmanager
 def _signals_deferred():
@@ -79,7 +108,9 @@ def write_atomic(outputs, binary=False):
             directory = os.path.dirname(os.path.abspath(path))
             with _signals_deferred():
                 fd, tmp = tempfile.mkstemp(
-                    dir=directory, prefix=f".{os.path.basename(path)}.", suffix=".tmp"
+                    dir=directory,
+                    prefix=_temporary_prefix(path, directory),
+                    suffix=".tmp",
                 )
                 temporary.append(tmp)
                 f = os.fdopen(fd, "wb" if binary else "w", **text)

@@ -806,3 +806,58 @@ def test_ctrl_c_while_loading_is_one_line(module):
     assert proc.stderr.strip().splitlines() == ["skrbfkmeans: interrupted"]
     assert proc.returncode == 130
     assert proc.stdout == ""
+
+
+def _long_name(n_bytes, kind):
+    """A ``.csv`` name of exactly ``n_bytes`` bytes (``kind``: the letters)."""
+    stem = n_bytes - len(".csv")
+    if kind == "ascii":
+        return "a" * stem + ".csv"
+    # Two bytes per letter in UTF-8, one ASCII letter if the count is odd.
+    return "é" * (stem // 2) + "a" * (stem % 2) + ".csv"
+
+
+@pytest.mark.parametrize("kind", ["ascii", "multibyte"])
+def test_output_names_at_the_file_system_limit(tmp_path, monkeypatch, capsys, kind):
+    # Check that outputs whose names are as long as the file system allows
+    # (255 bytes on most) are written, with names of one-byte and of
+    # two-byte characters: the temporary names next to them must fit too
+    # (they failed after the fit with "File name too long").
+    if kind == "multibyte" and sys.getfilesystemencoding().lower() != "utf-8":
+        pytest.skip("file names are not UTF-8 here")
+    limit = os.pathconf(tmp_path, "PC_NAME_MAX")
+    output = _long_name(limit, kind)
+    centers = "c" + _long_name(limit - 1, kind)
+    args = ["cluster", "data.csv", "-k", "3", "-o", output, "--centers", centers]
+    files = {"data.csv": HEADER_CSV}
+    _, returncode, _, err = _run_main(tmp_path, monkeypatch, capsys, files, args)
+    assert returncode == 0, err
+    assert sorted(os.listdir(tmp_path)) == sorted(["data.csv", output, centers])
+    assert len(_read_rows(tmp_path / output)) == 1 + X_BLOBS.shape[0]
+    assert len(_read_rows(tmp_path / centers)) == 1 + 3
+
+
+@pytest.mark.parametrize("option", ["-o", "--centers"])
+def test_output_name_too_long_fails_before_the_fit(
+    tmp_path, monkeypatch, capsys, option
+):
+    # Check that an output name longer than the file system allows is one
+    # line of error naming the option and the file, found before the fit
+    # (it was found after it, when the temporary file was made).
+    from skrbfkmeans import _cli_commands
+
+    def no_fit(est, X):
+        raise AssertionError("the fit ran before the output names were checked")
+
+    monkeypatch.setattr(_cli_commands, "_fit", no_fit)
+    too_long = _long_name(os.pathconf(tmp_path, "PC_NAME_MAX") + 1, "ascii")
+    names = {"-o": "out.csv", "--centers": "c.csv", option: too_long}
+    args = ["cluster", "data.csv", "-k", "3", "-o", names["-o"]]
+    args += ["--centers", names["--centers"]]
+    files = {"data.csv": HEADER_CSV}
+    before, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, files, args)
+    option_name = "--output" if option == "-o" else option
+    _assert_clean_error(
+        tmp_path, before, returncode, out, err, f"{option_name} {too_long}: "
+    )
+    assert "file name too long" in err
