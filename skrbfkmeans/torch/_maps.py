@@ -1,0 +1,461 @@
+"""Sparse probability maps as PyTorch autograd functions.
+
+The tensor versions of ``skrbfkmeans.entmax15``, ``sparsemax`` and
+``entmax_bisect``. Every map shifts each slice by its maximum first and
+scales it by ``alpha - 1`` (``u = (alpha - 1) (z - max z)``), so the largest
+entry is 0 and the threshold ``tau`` lies in ``[-1, -(1 / n) ** (alpha -
+1)]``. Entries with ``u_j <= -1`` can never be in the support, whatever the
+rest of the slice: clamping them to -1 changes no output and keeps every
+intermediate finite (masked ``-inf`` entries and scores near the dtype's
+limits included).
+
+The backward passes are the closed form of the (symmetric) Jacobian: with
+``s = p ** (2 - alpha)`` on the support and 0 elsewhere,
+``dz = s * g - s * sum(s * g) / sum(s)``.
+"""
+
+import math
+import numbers
+
+import torch
+
+__all__ = ["entmax15", "sparsemax", "entmax_bisect"]
+
+
+def _check_input(x, name="x"):
+    if not isinstance(x, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}.")
+    if not x.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}.")
+    if x.dim() == 0:
+        raise ValueError(f"{name} must have at least one dimension, got a scalar.")
+
+
+def _work_dtype(dtype):
+    """float16 and bfloat16 compute in float32 (the NumPy maps do the same)."""
+    return torch.float32 if torch.finfo(dtype).bits < 32 else dtype
+
+
+def _shifted(x, dim, alpha):
+    """``max((alpha - 1) (x - max x), -1)`` along ``dim``, in the working dtype.
+
+    NaN, ``+inf`` and slices that are entirely ``-inf`` give NaN, as in
+    ``torch.softmax``. Differences beyond the dtype's range overflow to
+    ``-inf``, their exact limit, and are clamped with the other non-candidates.
+    """
+    x = x.to(_work_dtype(x.dtype))
+    if alpha - 1.0 > torch.finfo(x.dtype).max:
+        # The scale itself would overflow (and 0 * inf make the maximum NaN).
+        x = x.to(torch.float64)
+    u = x - x.amax(dim=dim, keepdim=True)
+    if alpha != 2.0:
+        u = u * (alpha - 1.0)
+    return u.clamp(min=-1.0)
+
+
+def _arange_along(n, dim, ndim, like):
+    """``1, ..., n`` shaped to broadcast along ``dim`` of an ``ndim`` tensor."""
+    shape = [1] * ndim
+    shape[dim] = n
+    return torch.arange(1, n + 1, dtype=like.dtype, device=like.device).view(shape)
+
+
+def _candidates(u, dim, sort=True):
+    """Return the entries of each slice that can be in the support, largest first.
+
+    Only ``u_j > -1`` can carry mass, whatever the threshold; the largest
+    such count over the slices bounds what the threshold searches need to
+    see. At low temperature that is a few entries out of many, and the
+    searches run on those columns alone (the clamped rest pad shorter
+    slices and carry no mass). The count is read on the host.
+    """
+    k = u.shape[dim]
+    m = int((u > -1.0).sum(dim=dim).amax()) if u.numel() else k
+    m = max(m, 1)
+    if m < k:
+        return torch.topk(u, m, dim=dim, sorted=sort).values
+    return torch.sort(u, dim=dim, descending=True).values if sort else u
+
+
+def _entmax15_threshold(u, dim):
+    """Exact threshold of entmax-1.5 for shifted, scaled scores ``u``.
+
+    Sort-based (Peters et al. 2019, Algorithm 2) on the candidates: with the
+    scores sorted in decreasing order, the closed form of ``tau`` for the
+    ``rho`` largest is ``mean - sqrt((1 - ss) / rho)`` (``ss`` their
+    spread), and the support is the largest ``rho`` whose ``rho``-th score
+    lies above it. The closed form is then taken once more relative to that
+    first ``tau``, as the NumPy kernel ends its Newton iteration: entries
+    measured from a point near the threshold are about ``sqrt(p)``, and their
+    spread no longer cancels.
+    """
+    us = _candidates(u, dim)
+    rho = _arange_along(us.shape[dim], dim, us.dim(), us)
+    mean = us.cumsum(dim) / rho
+    ss = rho * ((us * us).cumsum(dim) / rho - mean * mean)
+    tau = mean - ((1.0 - ss) / rho).clamp(min=0.0).sqrt()
+    # At least 1 (the largest score is always in the support): NaN slices
+    # would count 0.
+    size = (tau <= us).sum(dim=dim, keepdim=True).clamp(min=1)
+    tau = tau.gather(dim, size - 1)
+    # Refinement on the support, relative to the first estimate.
+    v = (us - tau).clamp(min=0.0)
+    s = (v > 0).sum(dim=dim, keepdim=True).clamp(min=1).to(u.dtype)
+    a = v.sum(dim=dim, keepdim=True)
+    b = (v * v).sum(dim=dim, keepdim=True)
+    m = a / s
+    delta = (1.0 - (b - a * m).clamp(min=0.0)) / s
+    return tau + m - delta.clamp(min=0.0).sqrt()
+
+
+def _sparsemax_threshold(u, dim):
+    """Exact threshold of sparsemax for shifted scores ``u``.
+
+    Sort-based (Martins & Astudillo 2016, Algorithm 1) on the candidates,
+    then one step of Michelot's algorithm from it (``tau + (sum_S (u - tau)
+    - 1) / |S|``), the step the NumPy kernel ends on.
+    """
+    us = _candidates(u, dim)
+    rho = _arange_along(us.shape[dim], dim, us.dim(), us)
+    cs = us.cumsum(dim)
+    size = (1.0 + rho * us > cs).sum(dim=dim, keepdim=True).clamp(min=1)
+    tau = (cs.gather(dim, size - 1) - 1.0) / size.to(u.dtype)
+    v = (us - tau).clamp(min=0.0)
+    s = (v > 0).sum(dim=dim, keepdim=True).clamp(min=1).to(u.dtype)
+    return tau + (v.sum(dim=dim, keepdim=True) - 1.0) / s
+
+
+def _default_n_iter(dtype, alpha, n):
+    """Halvings that resolve ``tau`` to a relative ulp of its smallest value.
+
+    As ``skrbfkmeans.entmax_bisect``: ``nmant + 2 + min(ceil((alpha - 1)
+    log2 n), nmant)`` with ``nmant`` the mantissa bits of ``dtype``.
+    """
+    nmant = round(-math.log2(torch.finfo(dtype).eps))
+    extra = min(math.ceil((alpha - 1.0) * math.log2(max(n, 1))), nmant)
+    return nmant + 2 + extra
+
+
+def _power(v, alpha):
+    """``v ** (1 / (alpha - 1))``; a square for 1.5 and nothing for 2."""
+    if alpha == 1.5:
+        return v * v
+    if alpha == 2.0:
+        return v
+    return v.pow(1.0 / (alpha - 1.0))
+
+
+def _bisect(u, alpha, dim, n_iter):
+    """Alpha-entmax of shifted, scaled scores ``u`` by bisection on ``tau``.
+
+    ``f(tau) = sum_j [u_j - tau]_+ ** (1 / (alpha - 1)) - 1`` is decreasing,
+    ``f(-1) >= 0`` and ``f(-(1 / c) ** (alpha - 1)) <= 0`` for ``c``
+    candidates (``u_j > -1``). Each halving keeps the half where ``f``
+    changes sign; the result uses the lower end (its support contains the
+    true one) and is normalised. A slice with one candidate has an empty
+    bracket at -1 and comes out exactly one-hot.
+    """
+    n_cand = (u > -1.0).sum(dim=dim, keepdim=True).to(u.dtype)
+    lo = torch.full_like(n_cand, -1.0)
+    hi = -n_cand.reciprocal().pow(alpha - 1.0)
+    # The halvings see the candidates only: the other entries add 0.
+    uc = _candidates(u, dim, sort=False)
+    for _ in range(n_iter):
+        mid = 0.5 * (lo + hi)
+        above = _power((uc - mid).clamp(min=0.0), alpha).sum(dim, keepdim=True) >= 1
+        lo = torch.where(above, mid, lo)
+        hi = torch.where(above, hi, mid)
+    p = _power((u - lo).clamp(min=0.0), alpha)
+    return p / p.sum(dim=dim, keepdim=True)
+
+
+def _backward(p, g, alpha, dim):
+    """Vector-Jacobian product ``s * g - s * sum(s * g) / sum(s)``.
+
+    ``s = p ** (2 - alpha)`` on the support, up to a positive factor per
+    slice: for ``alpha`` other than 1.5 and 2 it is computed as ``s / max
+    s`` in the log domain (``p ** (2 - alpha)`` overflows for ``alpha > 2``
+    and a small ``p``) and the factor is applied at the end.
+    """
+    g = g.to(p.dtype)
+    support = p > 0
+    scale = None
+    if alpha == 1.5:
+        s = p.sqrt()
+    elif alpha == 2.0:
+        s = support.to(p.dtype)
+    else:
+        log_s = torch.where(support, (2.0 - alpha) * p.log(), -math.inf)
+        log_scale = log_s.amax(dim=dim, keepdim=True)
+        s = (log_s - log_scale).exp()
+        scale = log_scale.exp()
+    sg = s * g
+    dz = sg - s * (sg.sum(dim=dim, keepdim=True) / s.sum(dim=dim, keepdim=True))
+    if scale is not None:
+        # Exact zeros stay zero (no 0 * inf) when the factor overflows.
+        dz = torch.where(dz != 0, dz * scale, dz)
+    return dz
+
+
+class _Entmax15(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        u = _shifted(x, dim, 1.5)
+        p = (u - _entmax15_threshold(u, dim)).clamp(min=0.0)
+        p = p * p
+        p = p / p.sum(dim=dim, keepdim=True)
+        ctx.dim = dim
+        ctx.save_for_backward(p)
+        return p.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return _backward(p, g, 1.5, ctx.dim).to(g.dtype), None
+
+
+class _Sparsemax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        u = _shifted(x, dim, 2.0)
+        p = (u - _sparsemax_threshold(u, dim)).clamp(min=0.0)
+        p = p / p.sum(dim=dim, keepdim=True)
+        ctx.dim = dim
+        ctx.save_for_backward(p)
+        return p.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return _backward(p, g, 2.0, ctx.dim).to(g.dtype), None
+
+
+class _EntmaxBisect(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, alpha, dim, n_iter):
+        u = _shifted(x, dim, alpha)
+        if n_iter is None:
+            n_iter = _default_n_iter(u.dtype, alpha, u.shape[dim])
+        p = _bisect(u, alpha, dim, n_iter)
+        ctx.dim, ctx.alpha = dim, alpha
+        ctx.save_for_backward(p)
+        return p.to(x.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        (p,) = ctx.saved_tensors
+        return _backward(p, g, ctx.alpha, ctx.dim).to(g.dtype), None, None, None
+
+
+def _check_dim(x, dim):
+    if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+        raise TypeError(f"dim must be an integer, got {dim!r}.")
+    if not -x.dim() <= dim < x.dim():
+        raise IndexError(f"dim {dim} is out of range for a tensor of {x.dim()} dims.")
+    dim = int(dim) % x.dim()
+    if x.shape[dim] == 0 and math.prod(x.shape[:dim] + x.shape[dim + 1 :]) > 0:
+        raise ValueError(f"x has empty slices along dim {dim}.")
+    return dim
+
+
+def entmax15(x, dim=-1):
+    """Entmax-1.5 of a tensor: a sparse, exact alternative to softmax.
+
+    Maps each slice ``z`` of ``x`` along ``dim`` to ``p_j = [z_j / 2 -
+    tau]_+ ** 2`` whose threshold ``tau`` makes it sum to one; equal to
+    :func:`skrbfkmeans.entmax15` to rounding. Differentiable (closed-form
+    backward).
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (..., n, ...)
+        Scores, of any floating dtype, on any device. Entries may be ``-inf``
+        (masked out) as long as every slice has a finite maximum; NaN,
+        ``+inf`` or an all ``-inf`` slice give NaN, as in ``torch.softmax``.
+        float16 and bfloat16 are computed in float32.
+    dim : int, default=-1
+        The dimension along which the map is applied.
+
+    Returns
+    -------
+    p : torch.Tensor of the same shape, dtype and device as ``x``
+        Non-negative, each slice sums to one; exact zeros outside the support.
+
+    See Also
+    --------
+    sparsemax : The alpha = 2 member of the family.
+    entmax_bisect : Alpha-entmax for any alpha > 1.
+    skrbfkmeans.entmax15 : The NumPy map.
+
+    Notes
+    -----
+    Each slice is shifted by its maximum and halved first, so ``tau`` lies
+    in ``[-1, -1 / sqrt(n)]`` at any scale of the scores; the threshold comes
+    from the sort-based closed form (Peters et al., Algorithm 2), refined
+    once on its support. A slice whose two largest scores differ by at least
+    2 is exactly one-hot. Cost: one sort and a few passes over ``x``.
+
+    The backward pass is ``dz = s * g - s * sum(s * g) / sum(s)`` with ``s =
+    sqrt(p)``.
+
+    References
+    ----------
+    .. [1] B. Peters, V. Niculae, A. F. T. Martins, "Sparse Sequence-to-Sequence
+       Models", ACL 2019, arXiv:1905.05702.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skrbfkmeans.torch import entmax15
+    >>> entmax15(torch.tensor([[0.0, 0.4, -3.0], [0.0, 1.0, 3.0]]))
+    tensor([[0.3600, 0.6400, 0.0000],
+            [0.0000, 0.0000, 1.0000]])
+    >>> z = torch.tensor([0.0, 0.4, -float("inf")], requires_grad=True)
+    >>> entmax15(z)[0].backward()
+    >>> z.grad
+    tensor([ 0.3429, -0.3429,  0.0000])
+    """
+    _check_input(x)
+    return _Entmax15.apply(x, _check_dim(x, dim))
+
+
+def sparsemax(x, dim=-1):
+    """Sparsemax of a tensor: the Euclidean projection onto the simplex.
+
+    Maps each slice ``z`` of ``x`` along ``dim`` to ``p_j = [z_j - tau]_+``
+    whose threshold ``tau`` makes it sum to one; equal to
+    :func:`skrbfkmeans.sparsemax` to rounding. Differentiable (closed-form
+    backward).
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (..., n, ...)
+        Scores, of any floating dtype, on any device. Entries may be ``-inf``
+        (masked out) as long as every slice has a finite maximum; NaN,
+        ``+inf`` or an all ``-inf`` slice give NaN, as in ``torch.softmax``.
+        float16 and bfloat16 are computed in float32.
+    dim : int, default=-1
+        The dimension along which the map is applied.
+
+    Returns
+    -------
+    p : torch.Tensor of the same shape, dtype and device as ``x``
+        Non-negative, each slice sums to one; exact zeros outside the support.
+
+    See Also
+    --------
+    entmax15 : The alpha = 1.5 member of the family.
+    entmax_bisect : Alpha-entmax for any alpha > 1.
+    skrbfkmeans.sparsemax : The NumPy map.
+
+    Notes
+    -----
+    Each slice is shifted by its maximum first; the threshold comes from the
+    sort-based closed form ``tau = (sum_S z - 1) / |S|`` (Martins and
+    Astudillo, Algorithm 1), refined by one step of Michelot's algorithm. A
+    slice whose two largest scores differ by at least 1 is exactly one-hot.
+    The backward pass projects ``g`` on the support: ``dz = s * (g -
+    mean_S g)`` with ``s = 1[p > 0]``.
+
+    References
+    ----------
+    .. [1] A. F. T. Martins, R. F. Astudillo, "From Softmax to Sparsemax",
+       ICML 2016, arXiv:1602.02068.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skrbfkmeans.torch import sparsemax
+    >>> sparsemax(torch.tensor([[0.0, 0.5, 1.0], [0.0, 0.5, 2.0]]))
+    tensor([[0.0000, 0.2500, 0.7500],
+            [0.0000, 0.0000, 1.0000]])
+    """
+    _check_input(x)
+    return _Sparsemax.apply(x, _check_dim(x, dim))
+
+
+def entmax_bisect(x, alpha=1.5, dim=-1, n_iter=None):
+    """Alpha-entmax of a tensor for any ``alpha > 1``, by bisection.
+
+    Maps each slice ``z`` of ``x`` along ``dim`` to ``p_j = [(alpha - 1) z_j
+    - tau]_+ ** (1 / (alpha - 1))`` whose threshold ``tau`` makes it sum to
+    one; equal to :func:`skrbfkmeans.entmax_bisect` to rounding.
+    Differentiable in ``x`` (closed-form backward).
+
+    Parameters
+    ----------
+    x : torch.Tensor of shape (..., n, ...)
+        Scores, of any floating dtype, on any device. Entries may be ``-inf``
+        (masked out) as long as every slice has a finite maximum; NaN,
+        ``+inf`` or an all ``-inf`` slice give NaN, as in ``torch.softmax``.
+        float16 and bfloat16 are computed in float32.
+    alpha : float, default=1.5
+        The entmax parameter, a finite real number > 1. ``alpha = 2`` is
+        sparsemax; ``alpha -> 1`` tends to softmax.
+    dim : int, default=-1
+        The dimension along which the map is applied.
+    n_iter : int, default=None
+        Number of halvings of the threshold's bracket. ``None`` derives it
+        from the dtype as :func:`skrbfkmeans.entmax_bisect` does (56 to 59
+        for float64 at ``alpha = 1.5``), which resolves ``tau`` to a relative
+        ulp.
+
+    Returns
+    -------
+    p : torch.Tensor of the same shape, dtype and device as ``x``
+        Non-negative, each slice sums to one; exact zeros outside the support.
+
+    Raises
+    ------
+    ValueError
+        If ``alpha`` is not a finite number > 1 or ``n_iter`` is not a
+        non-negative integer.
+
+    See Also
+    --------
+    entmax15 : Exact and faster for alpha = 1.5.
+    sparsemax : Exact and faster for alpha = 2.
+    skrbfkmeans.entmax_bisect : The NumPy map.
+
+    Notes
+    -----
+    Each slice is shifted by its maximum *before* anything else (a large
+    common offset costs no precision) and scaled by ``alpha - 1``; ``tau``
+    then lies in ``[-1, -(1 / c) ** (alpha - 1)]`` with ``c`` the number of
+    entries above -1, and each halving keeps the half where ``sum_j p_j - 1``
+    changes sign. Cost: ``n_iter`` passes over ``x``, each with a power (a
+    square for alpha = 1.5, none for alpha = 2).
+
+    The backward pass is ``dz = s * g - s * sum(s * g) / sum(s)`` with ``s =
+    p ** (2 - alpha)`` on the support, computed up to a positive factor per
+    slice in the log domain so that it does not overflow for ``alpha > 2``.
+
+    References
+    ----------
+    .. [1] B. Peters, V. Niculae, A. F. T. Martins, "Sparse Sequence-to-Sequence
+       Models", ACL 2019, arXiv:1905.05702.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from skrbfkmeans.torch import entmax_bisect
+    >>> entmax_bisect(torch.tensor([0.0, 0.4, -3.0]), alpha=1.5)
+    tensor([0.3600, 0.6400, 0.0000])
+    >>> entmax_bisect(torch.tensor([0.0, 0.5, 1.0]), alpha=2.0)
+    tensor([0.0000, 0.2500, 0.7500])
+    """
+    _check_input(x)
+    if (
+        not isinstance(alpha, numbers.Real)
+        or isinstance(alpha, bool)
+        or not math.isfinite(alpha)
+        or alpha <= 1
+    ):
+        raise ValueError(f"alpha must be a finite real number > 1, got {alpha!r}.")
+    if n_iter is not None and (
+        not isinstance(n_iter, numbers.Integral)
+        or isinstance(n_iter, bool)
+        or n_iter < 0
+    ):
+        raise ValueError(f"n_iter must be a non-negative integer, got {n_iter!r}.")
+    return _EntmaxBisect.apply(x, float(alpha), _check_dim(x, dim), n_iter)
