@@ -18,12 +18,13 @@ from ._anneal import (
     kmeans_from_init,
 )
 from ._assign import ACTIVATIONS
-from ._base import _BaseRBFKMeans, _tolerance
+from ._base import _BaseRBFKMeans, _tolerance, all_or_nothing
 from ._dask import sample_size
 from ._engine import squared_norms
 from ._lloyd import lloyd
 from ._rows import MemoryRows, certify, weight_sample
 from ._rows import lloyd as rows_lloyd
+from ._scaling import Units
 from ._threads import one_blas_thread
 from ._validation import warn_user
 
@@ -383,6 +384,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             )
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @all_or_nothing
     @one_blas_thread
     def fit(self, X, y=None, sample_weight=None):
         """Anneal from ``sigma_start`` down to a certified K-Means solution.
@@ -407,7 +409,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         self._check_auto()
         if _dask.is_dask_collection(X):
             rows, result = _dask_fit.fit_annealed(self, X, sample_weight)
-            self._apply(rows, result, *self._final_pass(rows, result))
+            self._apply(rows, Units(), result, *self._final_pass(rows, result))
             return self
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
@@ -427,8 +429,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         else:
             n_init = self._resolve_n_init()  # "auto": KMeans's rule
         random_state = check_random_state(self.random_state)
-        X, offset, init = self._working_units(X, sample_weight, init)
-        scale = self._units.scale
+        X, offset, init, units = self._working_units(X, sample_weight, init)
+        scale = units.scale
         x_sq = squared_norms(X, offset)
         rows = MemoryRows(X, sample_weight, offset, x_sq)
         # Many rows: the schedule runs on the sample's rows (same units).
@@ -506,10 +508,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
         result = best[1]
         if sample is None:
-            self._apply(rows, result)
+            self._apply(rows, units, result)
         else:
             result = self._finish_sample_fit(rows, result)
-            self._apply(rows, result, *self._final_pass(rows, result))
+            self._apply(rows, units, result, *self._final_pass(rows, result))
         return self
 
     def _sample(self, sample_weight):
@@ -563,36 +565,44 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         final = rows.final(result.centers, result.sigma, result.activation)
         return final[2], final
 
-    def _apply(self, rows, result, objective=None, final=None):
+    def _apply(self, rows, units, result, objective=None, final=None):
         """Set the fitted attributes from an ``AnnealResult`` (NumPy or dask).
 
-        ``result`` is in working units: lengths are multiplied by the scale,
-        energies by its square (both exact: the scale is a power of 4).
-        ``objective`` defaults to the path's last; ``final`` is the label
+        ``result`` is in the working ``units``: lengths are multiplied by the
+        scale, energies by its square (both exact: the scale is a power of
+        4). ``objective`` defaults to the path's last; ``final`` is the label
         counts, inertia and objective of a final pass, when the fit made one.
+        Every attribute is assigned at once by ``_set_fitted``, after the
+        warnings.
         """
-        units = self._units
         if objective is None:
             objective = float(result.objective_path[-1])
-        self._activation = result.activation
-        self.sigma_ = float(result.sigma) * units.scale
-        self.objective_ = float(objective) * units.scale * units.scale
-        self.n_iter_ = result.n_iter_final
-        self.n_iter_total_ = result.n_iter
-        self.converged_ = result.converged
-        self.certified_ = result.certified
-        self.sigma_path_ = units.lengths(result.sigma_path)
-        self.centers_path_ = units.to_user(result.centers_path)
-        self.objective_path_ = units.energies(result.objective_path)
-        self.inertia_path_ = units.energies(result.inertia_path)
-        self.n_distinct_centers_path_ = result.n_distinct_path
-        self.activation_path_ = result.activation_path
-        self.critical_sigmas_ = units.lengths(result.critical_sigmas)
-        self.n_polish_moves_ = result.n_polish_moves
-        self.n_clusters_ = result.centers.shape[0]
-        self.cluster_count_lifetimes_ = result.count_lifetimes
-        self.split_linkage_ = result.split_linkage.copy()
-        self.split_linkage_[:, 2] = units.lengths(self.split_linkage_[:, 2])
-        self._warn_not_converged(": the final phase")
+        split_linkage = result.split_linkage.copy()
+        split_linkage[:, 2] = units.lengths(split_linkage[:, 2])
         counts, inertia = (None, None) if final is None else final[:2]
-        self._set_fitted(rows, result.centers, self.sigma_, counts, inertia)
+        self._set_fitted(
+            rows,
+            units,
+            result.centers,
+            counts,
+            inertia,
+            subject=": the final phase",
+            _activation=result.activation,
+            sigma_=float(units.lengths(result.sigma)),
+            objective_=float(units.energies(objective)),
+            n_iter_=result.n_iter_final,
+            n_iter_total_=result.n_iter,
+            converged_=result.converged,
+            certified_=result.certified,
+            sigma_path_=units.lengths(result.sigma_path),
+            centers_path_=units.to_user(result.centers_path),
+            objective_path_=units.energies(result.objective_path),
+            inertia_path_=units.energies(result.inertia_path),
+            n_distinct_centers_path_=result.n_distinct_path,
+            activation_path_=result.activation_path,
+            critical_sigmas_=units.lengths(result.critical_sigmas),
+            n_polish_moves_=result.n_polish_moves,
+            n_clusters_=result.centers.shape[0],
+            cluster_count_lifetimes_=result.count_lifetimes,
+            split_linkage_=split_linkage,
+        )

@@ -2,11 +2,14 @@
 
 ``RBFKMeans`` and ``AnnealedRBFKMeans`` share KMeans's parameters and
 methods; this module validates the data and weights, brings them into the
-engine's working units (``_scaling``), sets the fitted attributes common to
-every fit, and predicts. Every public method runs under the thread policy of
-``_threads``.
+engine's working units (``_scaling``), sets the fitted attributes of every
+fit at once (``_set_fitted``, after its warnings), and predicts. Every
+public method runs under the thread policy of ``_threads``; every fitting
+method is all or nothing (``all_or_nothing``).
 """
 
+import functools
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
@@ -18,7 +21,7 @@ from sklearn.base import (
     TransformerMixin,
 )
 from sklearn.cluster import kmeans_plusplus
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, InconsistentVersionWarning
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
@@ -41,6 +44,52 @@ from ._engine import (
 from ._scaling import Units, scaled, working_units
 from ._threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight, warn_user
+from ._version import __version__
+
+
+def all_or_nothing(method):
+    """Run a fitting method so that it completes or leaves the estimator as it was.
+
+    A fit computes its result into locals and assigns every fitted attribute
+    at once, after its warnings (``_set_fitted``); validation sets a few
+    attributes before the work (``n_features_in_``, ``feature_names_in_``).
+    Whatever interrupts the method (an error, a ``KeyboardInterrupt``, a
+    warning raised as an error), the attributes it had before are put back,
+    so that a failed refit keeps the previous model. The attributes are
+    restored as objects (the fit never writes into a fitted array).
+    """
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        before = self.__dict__.copy()
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    return wrapper
+
+
+class SavedVersionWarning(InconsistentVersionWarning):
+    """A model saved by another version of skrbfkmeans was loaded."""
+
+    def __init__(self, estimator_name, current_version, original_version):
+        super().__init__(
+            estimator_name=estimator_name,
+            current_sklearn_version=current_version,
+            original_sklearn_version=original_version,
+        )
+
+    def __str__(self):
+        return (
+            f"Trying to unpickle estimator {self.estimator_name} from "
+            f"skrbfkmeans version {self.original_sklearn_version} when using "
+            f"version {self.current_sklearn_version}. This might lead to "
+            "breaking code or invalid results: refit the model with this "
+            "version, or load it with the version that saved it."
+        )
 
 
 def _weighted_mean_variance(X, sample_weight):
@@ -230,16 +279,15 @@ class _BaseRBFKMeans(
     def _working_units(self, X, sample_weight, init=None):
         """Rows, offset and initialisation in the engine's working units.
 
-        The engine sees ``(X - shift) / scale`` (``_scaling.Units``, kept
-        as ``self._units``): both are identities for ordinary data, where
-        the offset (the weighted mean) is removed block by block. Returns
-        the rows (``X`` itself for ordinary data), the offset and ``init``
-        (an array or a callable) in those units.
+        The engine sees ``(X - shift) / scale`` (``_scaling.Units``, which
+        the fit keeps as ``_units``): both are identities for ordinary data,
+        where the offset (the weighted mean) is removed block by block.
+        Returns the rows (``X`` itself for ordinary data), the offset,
+        ``init`` (an array or a callable) in those units, and the units.
         """
         array = init if self._init_is_array else None
         X_user = X
         X, offset, array, units = working_units(X, sample_weight, array)
-        self._units = units
         if not units.identity and callable(init):
             user_init = init
 
@@ -250,34 +298,58 @@ class _BaseRBFKMeans(
                 )
                 return units.points(centers)
 
-        return X, offset, init if array is None else array
+        return X, offset, init if array is None else array, units
 
-    def _set_fitted(self, rows, centers, sigma, counts=None, inertia=None):
-        """Attributes shared by every fit (NumPy or dask), from working units.
+    def _set_fitted(
+        self,
+        rows,
+        units,
+        centers,
+        counts=None,
+        inertia=None,
+        *,
+        subject="",
+        drop=(),
+        **fitted,
+    ):
+        """Set every fitted attribute of a fit (NumPy or dask) at once.
 
-        Sets ``cluster_centers_``, ``labels_`` (lazy for dask rows) and
-        ``inertia_`` in the user's units (``sigma`` is in them already) and
-        warns about empty clusters. ``counts`` and ``inertia`` come from a
-        final pass when the fit made one; in memory, without them, one pass
-        gives the labels and the inertia. Returns nothing.
+        ``fitted`` holds the estimator's own attributes (``sigma_`` and
+        ``converged_`` among them) in the user's units; ``centers`` are in
+        the working ``units``. Adds ``cluster_centers_``, ``labels_`` (lazy
+        for dask rows) and ``inertia_``, emits the warnings (not converged,
+        with ``subject``; empty clusters), then assigns everything in one
+        step: a warning raised as an error leaves the previous model whole.
+        The attributes named in ``drop`` are removed. ``counts`` and
+        ``inertia`` come from a final pass when the fit made one; in memory,
+        without them, one pass gives the labels and the inertia. Returns
+        nothing.
         """
-        scale = self._units.scale
-        self.cluster_centers_ = self._units.to_user(centers)
-        self._n_features_out = centers.shape[0]
-        self._offset = rows.offset
         if inertia is None:
-            self.labels_, inertia = labels_inertia(
+            labels, inertia = labels_inertia(
                 rows.X, rows.w, centers, rows.offset, rows.x_sq
             )
-            counts = np.bincount(self.labels_, minlength=centers.shape[0])
+            counts = np.bincount(labels, minlength=centers.shape[0])
         else:
-            self.labels_ = rows.labels(centers)
-        # Twice by the scale: its square may underflow where the product does not.
-        self.inertia_ = inertia * scale * scale
-        self._warn_distinct(int(np.count_nonzero(counts)), sigma)
+            labels = rows.labels(centers)
+        fitted.update(
+            cluster_centers_=units.to_user(centers),
+            labels_=labels,
+            inertia_=float(units.energies(inertia)),
+            _n_features_out=centers.shape[0],
+            _offset=rows.offset,
+            _units=units,
+        )
+        if not fitted["converged_"]:
+            self._warn_not_converged(subject)
+        self._warn_distinct(
+            int(np.count_nonzero(counts)), fitted["sigma_"], centers.shape[0]
+        )
+        self.__dict__.update(fitted)
+        for name in drop:
+            self.__dict__.pop(name, None)
 
-    def _warn_distinct(self, distinct, sigma):
-        n_clusters = self.cluster_centers_.shape[0]
+    def _warn_distinct(self, distinct, sigma, n_clusters):
         if distinct < n_clusters:
             warn_user(
                 f"Number of distinct clusters ({distinct}) found smaller than "
@@ -288,14 +360,48 @@ class _BaseRBFKMeans(
             )
 
     def _warn_not_converged(self, subject=""):
-        """``ConvergenceWarning`` when ``converged_`` is False."""
-        if not self.converged_:
-            warn_user(
-                f"{self.__class__.__name__}{subject} did not converge within "
-                f"max_iter={self.max_iter} iterations (tol={self.tol}); increase "
-                "max_iter or tol.",
-                ConvergenceWarning,
+        """``ConvergenceWarning``: the fit stopped at ``max_iter``."""
+        warn_user(
+            f"{self.__class__.__name__}{subject} did not converge within "
+            f"max_iter={self.max_iter} iterations (tol={self.tol}); increase "
+            "max_iter or tol.",
+            ConvergenceWarning,
+        )
+
+    # -- persistence --------------------------------------------------------
+
+    def __getstate__(self):
+        # A copy: for estimators outside scikit-learn, the base class returns
+        # the instance's own __dict__.
+        state = dict(super().__getstate__(), _skrbfkmeans_version=__version__)
+        labels = state.get("labels_")
+        if labels is not None and _dask.is_dask_collection(labels):
+            # The lazy labels of a dask fit hold the training data's graph
+            # (the whole array for from_array input; futures that a new
+            # session does not have for persisted input): not saved.
+            del state["labels_"]
+            state["_labels_not_saved"] = True
+        return state
+
+    def __setstate__(self, state):
+        version = state.pop("_skrbfkmeans_version", "unknown (before 0.1)")
+        if version != __version__:
+            warnings.warn(
+                SavedVersionWarning(type(self).__name__, __version__, version)
             )
+        super().__setstate__(state)
+
+    def __getattr__(self, name):
+        # Called only for attributes that are missing.
+        if name == "labels_" and self.__dict__.get("_labels_not_saved"):
+            raise AttributeError(
+                "labels_ of a fit on dask input are lazy (a dask array over "
+                "the training data) and are not saved with the model; call "
+                "predict on the training data to compute them."
+            )
+        raise AttributeError(
+            f"{type(self).__name__!r} object has no attribute {name!r}"
+        )
 
     # -- prediction ---------------------------------------------------------
 

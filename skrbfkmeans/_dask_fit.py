@@ -19,20 +19,19 @@ from ._scaling import Units
 def prepare_rbf_kmeans(est, X, sample_weight):
     """Dask rows of an ``RBFKMeans`` fit, its ``init`` and sample; see Notes.
 
-    Returns ``(rows, init, Xs, ws, tol, random_state)``: the initialisation
+    Returns ``(rows, units, init, Xs, ws, tol, random_state)``: dask rows
+    are not rescaled (the fit works in the user's units); the initialisation
     and ``sigma="auto"`` use the in-memory sample ``Xs, ws``; the tolerance
     is scaled by the weighted variance of all rows.
     """
     rows = DaskRows(est, X, sample_weight)
-    # Dask rows are not rescaled: the fit works in the user's units.
-    est._units = Units()
     est._init_is_array = _is_arraylike_not_scalar(est.init)
     init = est._check_init_array(rows.X) if est._init_is_array else est.init
     random_state = check_random_state(est.random_state)
     Xs, ws, mean_var = rows.sample(
         sample_size(rows.n_samples, est.n_clusters), random_state, variance=True
     )
-    return rows, init, Xs, ws, mean_var * est.tol, random_state
+    return rows, Units(), init, Xs, ws, mean_var * est.tol, random_state
 
 
 def fit_annealed(est, X, sample_weight):
@@ -46,11 +45,11 @@ def fit_annealed(est, X, sample_weight):
     rounding of the sums over chunks); with another ``init``, a uniform
     sample of rows drawn with ``random_state``. Returns ``(rows, result)``
     for the estimator to apply: the rows and an ``AnnealResult`` in the
-    user's units (dask rows are not rescaled) whose path is the sample's.
+    user's units (dask rows are not rescaled: ``Units()``) whose path is the
+    sample's.
     """
     n_clusters, _ = est._requested_clusters()
     rows = DaskRows(est, X, sample_weight)
-    est._units = Units()
     random_state = check_random_state(est.random_state)
     n_sample = sample_size(rows.n_samples, n_clusters)
     sample = None

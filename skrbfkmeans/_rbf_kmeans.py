@@ -14,7 +14,7 @@ from sklearn.utils.validation import (
 
 from . import _dask, _dask_fit
 from ._assign import ACTIVATIONS
-from ._base import _auto_sigma, _BaseRBFKMeans, _tolerance
+from ._base import _auto_sigma, _BaseRBFKMeans, _tolerance, all_or_nothing
 from ._lloyd import kmeans_lloyd
 from ._rows import MemoryRows, em_fixed_sigma
 from ._stream import online_em_step
@@ -229,6 +229,7 @@ class RBFKMeans(_BaseRBFKMeans):
         return self.activation
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @all_or_nothing
     @one_blas_thread
     def fit(self, X, y=None, sample_weight=None):
         """Compute the soft K-Means clustering at width ``sigma``.
@@ -252,11 +253,13 @@ class RBFKMeans(_BaseRBFKMeans):
             Fitted estimator.
         """
         if _dask.is_dask_collection(X):
-            rows, init, Xs, ws, tol, random_state = _dask_fit.prepare_rbf_kmeans(
+            rows, units, init, Xs, ws, tol, random_state = _dask_fit.prepare_rbf_kmeans(
                 self, X, sample_weight
             )
         else:
-            rows, init, tol, random_state = self._prepare_memory(X, sample_weight)
+            rows, units, init, tol, random_state = self._prepare_memory(
+                X, sample_weight
+            )
             Xs, ws = rows.X, rows.w
         n_init = self._resolve_n_init()
         # sigma=0 is K-Means: Lloyd's algorithm with KMeans's stopping rules.
@@ -282,37 +285,47 @@ class RBFKMeans(_BaseRBFKMeans):
             final = rows.final(centers, sigma, self.activation)
             return final[2], centers, n_iter, converged, final
 
-        sigma, best = self._best_of_inits(Xs, ws, init, n_init, random_state, run)
-        _, centers, self.n_iter_, self.converged_, final = best
-        counts, inertia, objective = final
-        self.objective_ = objective * self._units.scale * self._units.scale
-        self.sigma_ = sigma * self._units.scale
-        self._warn_not_converged()
-        self._set_fitted(rows, centers, self.sigma_, counts, inertia)
+        sigma, best = self._best_of_inits(
+            Xs, ws, init, n_init, random_state, run, units.scale
+        )
+        _, centers, n_iter, converged, (counts, inertia, objective) = best
+        self._set_fitted(
+            rows,
+            units,
+            centers,
+            counts,
+            inertia,
+            n_iter_=n_iter,
+            converged_=converged,
+            objective_=float(units.energies(objective)),
+            sigma_=float(units.lengths(sigma)),
+            # A fit ends the stream of partial_fit: the next call starts one.
+            drop=("_stream", "n_steps_"),
+        )
         return self
 
     def _prepare_memory(self, X, sample_weight):
-        """Return validated rows in working units, init, tolerance, random state."""
+        """Return rows in working units, the units, init, tol, random state."""
         X, sample_weight = self._validate_fit_data(X, sample_weight)
         self._init_is_array = _is_arraylike_not_scalar(self.init)
         init = self._check_init_array(X) if self._init_is_array else self.init
-        X, offset, init = self._working_units(X, sample_weight, init)
+        X, offset, init, units = self._working_units(X, sample_weight, init)
         # At sigma=0 KMeans's own rule: the variance without the weights.
         weights = np.ones_like(sample_weight) if self.sigma == 0 else sample_weight
         tol = _tolerance(X, weights, self.tol)
         random_state = check_random_state(self.random_state)
-        return MemoryRows(X, sample_weight, offset), init, tol, random_state
+        return MemoryRows(X, sample_weight, offset), units, init, tol, random_state
 
-    def _best_of_inits(self, Xs, ws, init, n_init, random_state, run):
+    def _best_of_inits(self, Xs, ws, init, n_init, random_state, run, scale):
         """``n_init`` runs from ``init`` on the rows ``Xs``; the lowest objective.
 
         ``run(centers, sigma)`` does one run from initial centres and returns
         ``(objective, centers, n_iter, converged, extra)``. ``sigma="auto"``
-        is resolved from the first initial centres. Returns ``sigma`` and the
-        best run's tuple. NumPy and dask fits share it: ``Xs`` is all rows or
-        the sample the initialisation uses.
+        is resolved from the first initial centres; ``scale`` is the working
+        units' (``sigma`` is in them). Returns ``sigma`` and the best run's
+        tuple. NumPy and dask fits share it: ``Xs`` is all rows or the sample
+        the initialisation uses.
         """
-        scale = self._scale_of_fit()
         sigma = None if self.sigma == "auto" else float(self.sigma) / scale
         best = None
         for _ in range(n_init):
@@ -327,6 +340,7 @@ class RBFKMeans(_BaseRBFKMeans):
         return sigma, best
 
     @_fit_context(prefer_skip_nested_validation=True)
+    @all_or_nothing
     @one_blas_thread
     def partial_fit(self, X, y=None, sample_weight=None):
         """Update the centres with one online EM step on a batch of samples.
@@ -412,13 +426,20 @@ class RBFKMeans(_BaseRBFKMeans):
         return self
 
     def _partial_fit_batch(self, X, sample_weight):
-        """One online EM step on a validated batch (see ``partial_fit``)."""
+        """One online EM step on a validated batch (see ``partial_fit``).
+
+        The step's state (centres, running statistics, step count; on the
+        first call the width, the offset and the units) is computed into
+        locals and assigned at once at the end.
+        """
         fitted = hasattr(self, "cluster_centers_")
+        state = {}
         if fitted:
             X = X.astype(self.cluster_centers_.dtype, copy=False)
         sample_weight = check_sample_weight(sample_weight, X)
         if fitted:
-            X = self._scaled_rows(X)
+            units, offset, sigma = self._units_of_fit(), self._offset, self.sigma_
+            X = units.rows(X)
             centers = self._centers_as(X)
         else:
             check_n_samples(
@@ -427,32 +448,42 @@ class RBFKMeans(_BaseRBFKMeans):
             self._init_is_array = _is_arraylike_not_scalar(self.init)
             init = self._check_init_array(X) if self._init_is_array else self.init
             # The first batch sets the working units of the whole stream.
-            X, self._offset, init = self._working_units(X, sample_weight, init)
+            X, offset, init, units = self._working_units(X, sample_weight, init)
             random_state = check_random_state(self.random_state)
             centers = self._init_centroids(X, init, random_state, sample_weight)
-            self.sigma_ = (
-                _auto_sigma(centers, X, sample_weight) * self._units.scale
+            sigma = (
+                float(units.lengths(_auto_sigma(centers, X, sample_weight)))
                 if self.sigma == "auto"
                 else float(self.sigma)
             )
-        scale = self._scale_of_fit()
-        # The running statistics belong to the centres they produced: after
-        # a fit (new centres) the stream starts again.
+            state.update(sigma_=sigma, _offset=offset, _units=units)
+        # The running statistics belong to the centres they produced: after a
+        # fit or a change of the centres, the stream starts again. The check
+        # compares values, so that the stream survives pickle, joblib and
+        # deepcopy (which keep the values, not always the objects).
         stream = getattr(self, "_stream", None)
-        if stream is None or stream[2] is not getattr(self, "cluster_centers_", None):
-            self.n_steps_ = 0
+        if stream is None or not np.array_equal(
+            stream[2], getattr(self, "cluster_centers_", None)
+        ):
+            n_steps = 1
             stream = (np.zeros(self.n_clusters), np.zeros(centers.shape), None)
-        self.n_steps_ += 1
+        else:
+            n_steps = self.n_steps_ + 1
         centers, stats = online_em_step(
             X,
             sample_weight,
             centers,
-            self.sigma_ / scale,
+            sigma / units.scale,
             self.activation,
-            self._offset,
+            offset,
             stream[:2],
-            self.n_steps_,
+            n_steps,
         )
-        self.cluster_centers_ = self._units_of_fit().to_user(centers)
-        self._stream = (*stats, self.cluster_centers_)
-        self._n_features_out = centers.shape[0]
+        centers = units.to_user(centers)
+        state.update(
+            cluster_centers_=centers,
+            n_steps_=n_steps,
+            _stream=(*stats, centers.copy()),
+            _n_features_out=centers.shape[0],
+        )
+        self.__dict__.update(state)
