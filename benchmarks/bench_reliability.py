@@ -37,7 +37,15 @@ negative or zero weights, wrong shapes, bad parameters: must be a clear
 error naming the problem, with the caller's arrays untouched),
 ``many-rows`` (``AnnealedRBFKMeans`` on 12000 rows, which it anneals on a
 sample: scales, offsets, weights against repeated rows, zero weights, CSR,
-``n_clusters="auto"``), ``cli``
+``n_clusters="auto"``), ``faults`` (a refit stopped by a raising ``init``, a
+KeyboardInterrupt injected into an engine function at its first, middle and
+last call, or a ConvergenceWarning raised as an error must leave the
+previous model as it was, byte for byte; pickle, joblib and deepcopy in the
+middle of a ``partial_fit`` stream and an interrupted ``partial_fit`` must
+not change where the stream ends; dask chunks of 0 rows, unequal and of
+unknown size against NumPy, ``pd.NA`` in a dask frame, a dask chunk that
+fails part-way, the pickle of a dask-fitted model; command-line output
+names at the file system's limit), ``cli``
 (malformed files and options; ``--full`` adds more) and ``signals`` (SIGINT
 and SIGTERM 0.5 s after the start, while the input is open, 0.5 s into the
 fit and once a temporary output exists: exit 130 or 143, at most one stderr
@@ -2363,10 +2371,7 @@ def one_signal_case(root, sig, phase, n_rows):
     return "signals", f"{sig.name} while {phase}", outcome, detail, ""
 
 
-# -- driver -------------------------------------------------------------------
-
-
-# -- 8. many rows -------------------------------------------------------------
+# -- 10. many rows ------------------------------------------------------------
 
 
 def family_many_rows():
@@ -2498,6 +2503,639 @@ def family_many_rows():
     )
 
 
+# -- 11. faults --------------------------------------------------------------
+# A fit, refit or partial_fit stopped by an exception, a KeyboardInterrupt or
+# a warning raised as an error completes or leaves the estimator exactly as it
+# was; a stream of partial_fit survives pickle, joblib and deepcopy; dask
+# chunks of every shape give the NumPy results.
+
+
+class Injected(Exception):
+    """The failure of an ``init`` callable or of a dask chunk."""
+
+
+# Engine functions where a KeyboardInterrupt is injected: (module, name).
+FAULT_SITES = [
+    ("_scaling", "working_units"),
+    ("_engine", "data_offset"),
+    ("_engine", "statistics"),
+    ("_engine", "m_step"),
+    ("_lloyd", "_full_pass"),
+    ("_engine", "labels_inertia"),
+    ("_engine", "free_energy"),
+    ("_engine", "labels_margins"),
+    ("_stream", "online_em_step"),
+]
+
+
+def _site_function(site):
+    """The function of ``site``, or None where the package has no such one."""
+    import importlib
+
+    try:
+        module = importlib.import_module(f"skrbfkmeans.{site[0]}")
+    except ImportError:
+        return None
+    return getattr(module, site[1], None)
+
+
+class Patched:
+    """Replace functions wherever the package's modules hold them.
+
+    ``from ._engine import statistics`` makes a module attribute of its own
+    in every importer: each one that is the original function is replaced,
+    and put back on exit. ``hook(site)`` runs before every call (it may
+    raise); ``counts`` holds the calls per site.
+    """
+
+    def __init__(self, sites, hook=None):
+        self.sites = [s for s in sites if _site_function(s) is not None]
+        self.hook = hook
+        self.counts = dict.fromkeys(self.sites, 0)
+        self._undo = []
+
+    def _wrapper(self, site, func):
+        def wrapper(*args, **kwargs):
+            self.counts[site] += 1
+            if self.hook is not None:
+                self.hook(site)
+            return func(*args, **kwargs)
+
+        return wrapper
+
+    def __enter__(self):
+        originals = {}
+        for site in self.sites:
+            func = _site_function(site)
+            originals[id(func)] = (func, self._wrapper(site, func))
+        for name, module in list(sys.modules.items()):
+            if not name.startswith("skrbfkmeans") or module is None:
+                continue
+            for attr, value in list(vars(module).items()):
+                if id(value) in originals and originals[id(value)][0] is value:
+                    setattr(module, attr, originals[id(value)][1])
+                    self._undo.append((module, attr, value))
+        return self
+
+    def __exit__(self, *exc):
+        for module, attr, value in self._undo:
+            setattr(module, attr, value)
+        self._undo.clear()
+        return False
+
+
+class InterruptAt:
+    """``hook`` for :class:`Patched`: KeyboardInterrupt at the ``n``-th call."""
+
+    def __init__(self, site, n):
+        self.site, self.n, self.calls, self.fired = site, n, 0, False
+
+    def __call__(self, site):
+        if site == self.site:
+            self.calls += 1
+            if self.calls == self.n:
+                self.fired = True
+                raise KeyboardInterrupt
+
+
+def count_calls(call):
+    """Calls of each fault site made by ``call()``: ``{site: count}``."""
+    with Patched(FAULT_SITES) as patched:
+        quietly(call)
+    return {site: n for site, n in patched.counts.items() if n}
+
+
+def state_difference(a, b, path="est"):
+    """Where the snapshots ``a`` and ``b`` differ, or None.
+
+    Arrays compare byte for byte (dtype, shape, bytes), floats bit for bit,
+    lazy dask arrays by their graph's name; containers and plain objects
+    member by member.
+    """
+    if type(a) is not type(b):
+        return f"{path}: {type(a).__name__} became {type(b).__name__}"
+    if isinstance(a, np.ndarray):
+        if a.dtype != b.dtype or a.shape != b.shape:
+            return f"{path}: {a.dtype}{a.shape} became {b.dtype}{b.shape}"
+        if a.dtype == object:
+            for i, (x, y) in enumerate(zip(a.ravel(), b.ravel())):
+                problem = state_difference(x, y, f"{path}[{i}]")
+                if problem:
+                    return problem
+            return None
+        return None if a.tobytes() == b.tobytes() else f"{path}: values changed"
+    if isinstance(a, (float, np.floating)):
+        same = np.float64(a).tobytes() == np.float64(b).tobytes()
+        return None if same else f"{path}: {a!r} became {b!r}"
+    if isinstance(a, dict):
+        if a.keys() != b.keys():
+            gone, new = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+            return f"{path}: attributes removed {gone}, added {new}"
+        for key in a:
+            problem = state_difference(a[key], b[key], f"{path}.{key}")
+            if problem:
+                return problem
+        return None
+    if isinstance(a, (list, tuple)):
+        if len(a) != len(b):
+            return f"{path}: length {len(a)} became {len(b)}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            problem = state_difference(x, y, f"{path}[{i}]")
+            if problem:
+                return problem
+        return None
+    if sp.issparse(a):
+        return None if unchanged(a, b) else f"{path}: values changed"
+    if hasattr(a, "dask") and hasattr(a, "name"):
+        return None if a.name == b.name else f"{path}: another dask graph"
+    if callable(a) or isinstance(a, type):
+        return None if a is b else f"{path}: another object"
+    if hasattr(a, "__dict__"):
+        return state_difference(vars(a), vars(b), path)
+    try:
+        return None if bool(a == b) else f"{path}: {a!r} became {b!r}"
+    except Exception:
+        return None if repr(a) == repr(b) else f"{path}: changed"
+
+
+FAULT_METHODS = ("predict", "transform", "predict_proba")
+
+
+def predictions(est, X):
+    """``predict``, ``transform`` and ``predict_proba`` of ``X``, in memory."""
+    return [np.asarray(getattr(est, m)(X)) for m in FAULT_METHODS]
+
+
+def surfaced(exc, expected):
+    """Whether ``exc`` is the injected fault (or a ValueError raised from it)."""
+    if isinstance(exc, expected):
+        return True
+    cause = exc.__cause__ or exc.__context__
+    if cause is None or not isinstance(exc, (ValueError, TypeError)):
+        return False
+    return surfaced(cause, expected)
+
+
+def fault_case(
+    desc, est, fault, probe=None, expected=KeyboardInterrupt, after=None, reached=None
+):
+    """Run ``fault(est)``, which must raise, and sort the estimator left.
+
+    ``correct``: every attribute of ``vars(est)`` is as before, byte for
+    byte (the parameters the fault changed are restored first), the
+    predictions of ``probe`` equal, and ``after(est)`` (what comes next,
+    say the rest of a stream) finds no problem. ``wrong``: anything
+    changed. ``error``: the model refuses to predict with a clear error
+    afterwards. ``crash``: another exception came out of the fault, or out
+    of the predictions afterwards. ``reached()`` says whether an injected
+    fault was reached (a note if not: nothing was tested); a refit that
+    completes without the ConvergenceWarning is a note too.
+    """
+    fam = "faults"
+    params = est.get_params(deep=False)
+    before = copy.deepcopy(vars(est))
+    predicted = None if probe is None else quietly(predictions, est, probe)
+    raised = None
+    try:
+        with np.errstate(**REPORT.errstate):
+            fault(est)
+    except BaseException as exc:  # the injected KeyboardInterrupt too
+        raised = exc
+    finally:
+        est.set_params(**params)
+    if reached is not None and not reached():
+        REPORT.notes.append((fam, desc, "the fault was not reached: not a case"))
+        return
+    if raised is None and expected is ConvergenceWarning:
+        REPORT.notes.append((fam, desc, "the refit converged: not a case"))
+        return
+    if raised is None:
+        REPORT.add(fam, desc, "wrong", "the failure was swallowed: no exception")
+        return
+    if not surfaced(raised, expected):
+        REPORT.add(fam, desc, "crash", f"the fault came out as {describe(raised)}")
+        return
+    problem = state_difference(before, copy.deepcopy(vars(est)))
+    if problem is None and predicted is not None:
+        try:
+            now = quietly(predictions, est, probe)
+        except (ValueError, TypeError) as exc:
+            REPORT.add(fam, desc, "error", f"after the fault: {describe(exc)}")
+            return
+        except Exception as exc:
+            REPORT.add(fam, desc, "crash", f"after the fault: {describe(exc)}")
+            return
+        for method, old, new in zip(FAULT_METHODS, predicted, now):
+            if old.dtype != new.dtype or old.tobytes() != new.tobytes():
+                problem = f"{method} changed"
+                break
+    if problem is None and after is not None:
+        try:
+            problem = after(est)
+        except Exception as exc:
+            problem = f"afterwards: {describe(exc)}"
+    if problem:
+        REPORT.add(fam, desc, "wrong", problem)
+    else:
+        REPORT.add(fam, desc, "correct")
+
+
+def failing_init(X, n_clusters, random_state):
+    raise Injected("the init callable failed")
+
+
+def fault_refits():
+    """(a) A refit that raises: an init callable, interrupts in the engine."""
+    X, _, _ = blobs(n=150, seed=1)
+    X2, _, _ = blobs(n=150, seed=2)
+    estimators = {
+        "RBFKMeans": lambda: RBFKMeans(3, random_state=0),
+        "RBFKMeans(sigma=0)": lambda: RBFKMeans(3, sigma=0, random_state=0),
+        "AnnealedRBFKMeans": lambda: AnnealedRBFKMeans(3, random_state=0),
+    }
+    # Fitted at scale a, refitted at scale b: the failed refit must not leave
+    # the working units of b with the centres of a.
+    for a, b in ((1e-200, 1.0), (1.0, 1e-200)):
+        scales = f"fit at {a:g}, refit at {b:g}"
+        for name, make in estimators.items():
+            fitted = quietly(make().fit, X * a)
+            fault_case(
+                f"{name} refit with a raising init ({scales})",
+                fitted,
+                lambda est: est.set_params(init=failing_init).fit(X2 * b),
+                X * a,
+                expected=Injected,
+            )
+            counts = count_calls(lambda: make().fit(X2 * b))
+            for site, count in counts.items():
+                for n in sorted({1, (count + 1) // 2, count}):
+                    hook = InterruptAt(site, n)
+
+                    def fault(est, hook=hook):
+                        with Patched(FAULT_SITES, hook), warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            est.fit(X2 * b)
+
+                    fault_case(
+                        f"{name} refit, KeyboardInterrupt at call {n} of "
+                        f"{count} of {'.'.join(site)} ({scales})",
+                        fitted,
+                        fault,
+                        X * a,
+                        reached=lambda hook=hook: hook.fired,
+                    )
+
+
+def fault_convergence_warnings():
+    """(b) A ConvergenceWarning raised as an error during a refit."""
+    X, _, _ = blobs(n=150, seed=1)
+    # Overlapping blobs: EM at sigma 0.5 takes more than 6 iterations, and
+    # the final Lloyd phase of the annealing with 8 clusters more than 2.
+    X2, _ = make_blobs(n_samples=500, centers=3, cluster_std=3.0, random_state=1)
+    cases = [
+        (
+            "AnnealedRBFKMeans(8, max_iter=2)",
+            lambda a: AnnealedRBFKMeans(8, random_state=0),
+            {"max_iter": 2},
+        ),
+        (
+            "RBFKMeans(sigma=0.5, max_iter=6)",
+            lambda a: RBFKMeans(3, sigma=0.5 * a, random_state=0),
+            {"max_iter": 6},
+        ),
+    ]
+    for name, make, params in cases:
+        for a in (1.0, 1e-200):
+            fitted = quietly(make(a).fit, X * a)
+
+            def fault(est, a=a, params=params):
+                with warnings.catch_warnings():
+                    warnings.simplefilter("error")
+                    est.set_params(**params).fit(X2 * a)
+
+            fault_case(
+                f"{name} refit, ConvergenceWarning as an error (scale {a:g})",
+                fitted,
+                fault,
+                X * a,
+                expected=ConvergenceWarning,
+            )
+
+
+def fault_streams():
+    """(c) Streams of partial_fit: round trips and interrupts half-way."""
+    import io
+    import pickle
+
+    import joblib
+
+    X, _, _ = blobs(n=400, seed=3)
+    batches = np.array_split(X, 8)
+
+    def stream(est, parts):
+        for batch in parts:
+            est.partial_fit(batch)
+        return est
+
+    ref = stream(RBFKMeans(3, random_state=0), batches)
+
+    def same_as_ref(est):
+        if est.n_steps_ != ref.n_steps_:
+            return f"n_steps_={est.n_steps_}, {ref.n_steps_} without the fault"
+        if est.cluster_centers_.tobytes() != ref.cluster_centers_.tobytes():
+            moved = np.abs(est.cluster_centers_ - ref.cluster_centers_).max()
+            return f"centres differ from the uninterrupted stream's by {moved:.3g}"
+        return None
+
+    def joblib_copy(est):
+        buffer = io.BytesIO()
+        joblib.dump(est, buffer)
+        buffer.seek(0)
+        return joblib.load(buffer)
+
+    copies = {
+        "pickle": lambda est: pickle.loads(pickle.dumps(est)),
+        "joblib": joblib_copy,
+        "deepcopy": copy.deepcopy,
+    }
+    for m in (1, 4):
+        for how, round_trip in copies.items():
+            api_case(
+                "faults",
+                f"partial_fit stream, {how} round trip after {m} of 8 batches",
+                lambda m=m, round_trip=round_trip: stream(
+                    round_trip(stream(RBFKMeans(3, random_state=0), batches[:m])),
+                    batches[m:],
+                ),
+                lambda est, caught: same_as_ref(est),
+            )
+    for m in (0, 1, 4):
+        sites = [("_stream", "online_em_step"), ("_engine", "statistics")]
+        sites.append(("_engine", "m_step"))
+        if m == 0:
+            # The first call sets the working units of the stream.
+            sites.append(("_scaling", "working_units"))
+        for site in sites:
+            if _site_function(site) is None:
+                continue
+            hook = InterruptAt(site, 1)
+
+            def fault(est, m=m, hook=hook):
+                with Patched(FAULT_SITES, hook):
+                    est.partial_fit(batches[m])
+
+            fault_case(
+                f"partial_fit after {m} of 8 batches, KeyboardInterrupt at "
+                f"{'.'.join(site)}; then the rest of the stream",
+                stream(RBFKMeans(3, random_state=0), batches[:m]),
+                fault,
+                X if m else None,
+                after=lambda est, m=m: same_as_ref(stream(est, batches[m:])),
+                reached=lambda hook=hook: hook.fired,
+            )
+
+
+DASK_LAYOUTS = {
+    "empty first chunk": (0, 200, 200),
+    "empty middle chunk": (150, 0, 250),
+    "empty last chunk": (400, 0),
+    "several empty chunks": (0, 100, 0, 0, 300, 0),
+    "unequal chunks": (7, 193, 1, 199),
+}
+
+
+def fault_dask():
+    """(d) Dask: chunks of every shape, pd.NA, failing chunks, pickles."""
+    try:
+        import dask
+        import dask.array as da
+        import dask.dataframe as dd
+        import pandas as pd
+    except ImportError:
+        REPORT.notes.append(("faults", "dask", "dask is not installed: skipped"))
+        return
+    with dask.config.set(scheduler="synchronous"):
+        dask_chunks(da, dd, pd)
+        dask_missing_values(dd, pd)
+        dask_failing_chunks(da)
+        dask_pickle(da)
+
+
+def dask_inputs(X, da, dd, pd):
+    """``{description: dask array}`` of ``X`` in every chunk layout."""
+    inputs = {
+        desc: da.from_array(X, chunks=(chunks, X.shape[1]))
+        for desc, chunks in DASK_LAYOUTS.items()
+    }
+    frame = dd.from_pandas(pd.DataFrame(X, columns=["a", "b"]), npartitions=4)
+    inputs["unknown chunk sizes (to_dask_array())"] = frame.to_dask_array()
+    inputs["unknown chunk sizes (.values)"] = frame.values
+    return inputs
+
+
+def dask_chunks(da, dd, pd):
+    """Every layout against the NumPy fit and predictions."""
+    X, _, _ = blobs(n=400, seed=4)
+    estimators = {
+        "RBFKMeans": lambda: RBFKMeans(3, random_state=0),
+        "RBFKMeans(sigma=0, entmax15)": lambda: RBFKMeans(
+            3, sigma=0, activation="entmax15", random_state=0
+        ),
+        "AnnealedRBFKMeans": lambda: AnnealedRBFKMeans(3, random_state=0),
+    }
+    for name, make in estimators.items():
+        ref = quietly(make().fit, X)
+        expected = [*quietly(predictions, ref, X), np.float64(ref.score(X))]
+
+        def check(result, caught, ref=ref, expected=expected):
+            centers, labels, got = result
+            if not np.allclose(centers, ref.cluster_centers_, rtol=1e-10, atol=0):
+                return "centres differ from the NumPy fit's"
+            if not np.array_equal(labels, ref.labels_):
+                return "labels_ differ from the NumPy fit's"
+            for method, old, new in zip((*FAULT_METHODS, "score"), expected, got):
+                if not np.allclose(new, old, rtol=1e-9, atol=1e-12):
+                    return f"{method} differs from the NumPy model's"
+            return None
+
+        for desc, Xd in dask_inputs(X, da, dd, pd).items():
+
+            def call(make=make, Xd=Xd):
+                est = make().fit(Xd)
+                got = [np.asarray(getattr(est, m)(Xd)) for m in FAULT_METHODS]
+                got.append(np.float64(est.score(Xd)))
+                return est.cluster_centers_, np.asarray(est.labels_), got
+
+            api_case("faults", f"dask {name}, {desc}", call, check)
+    ref = RBFKMeans(3, random_state=0)
+    for start in range(0, 400, 100):
+        ref.partial_fit(X[start : start + 100])
+    chunks = (0, 100, 0, 100, 100, 0, 100)
+    api_case(
+        "faults",
+        "dask partial_fit, empty chunks skipped",
+        lambda: RBFKMeans(3, random_state=0).partial_fit(
+            da.from_array(X, chunks=(chunks, 2))
+        ),
+        lambda est, caught: (
+            None
+            if est.n_steps_ == 4
+            and np.allclose(est.cluster_centers_, ref.cluster_centers_, 1e-12, 0)
+            else f"n_steps_={est.n_steps_} and centres unlike 4 steps in memory"
+        ),
+    )
+
+
+def dask_missing_values(dd, pd):
+    """pd.NA in a dask DataFrame: the clear error of the pandas frame."""
+    X, _, _ = blobs(n=60, seed=5)
+    frame = pd.DataFrame(np.round(X * 10), columns=["a", "b"]).astype("Float64")
+    frame.iloc[7, 1] = pd.NA
+    ddf = dd.from_pandas(frame, npartitions=3)
+    km = quietly(RBFKMeans(3, random_state=0).fit, X)
+    calls = {
+        "fit": lambda: RBFKMeans(3).fit(ddf),
+        "partial_fit": lambda: RBFKMeans(3).partial_fit(ddf),
+        "AnnealedRBFKMeans fit": lambda: AnnealedRBFKMeans(3).fit(ddf),
+        "predict": lambda: km.predict(ddf).compute(),
+        "score": lambda: km.score(ddf),
+    }
+    for desc, call in calls.items():
+        api_case(
+            "faults",
+            f"dask DataFrame holding pd.NA: {desc}",
+            call,
+            expect="error",
+            keywords=("nan",),
+        )
+
+
+def failing_chunk(X, da, fails):
+    """``X`` as dask chunks of 100 rows; ``fails(chunk, run)`` says when to raise.
+
+    ``run`` counts the computations of that chunk, from 1.
+    """
+    runs = {}
+
+    def block(Xb, block_info=None):
+        if block_info is None or Xb.size == 0:
+            return Xb  # dask's trial run on an empty block
+        chunk = block_info[0]["chunk-location"][0]
+        runs[chunk] = runs.get(chunk, 0) + 1
+        if fails(chunk, runs[chunk]):
+            raise Injected(f"chunk {chunk} failed on its computation {runs[chunk]}")
+        return Xb
+
+    return da.from_array(X, chunks=(100, X.shape[1])).map_blocks(block, dtype=X.dtype)
+
+
+def dask_failing_chunks(da):
+    """A dask fit or partial_fit whose chunk raises part-way."""
+    X, _, _ = blobs(n=400, seed=6)
+    X2, _, _ = blobs(n=400, seed=7)
+    for run in (1, 2, 4):
+        fault_case(
+            f"dask refit, chunk 1 raises on its computation {run}",
+            quietly(RBFKMeans(3, random_state=0).fit, X),
+            lambda est, run=run: quietly(
+                est.fit, failing_chunk(X2, da, lambda c, r: c == 1 and r == run)
+            ),
+            X,
+            expected=Injected,
+        )
+    for chunk in (0, 2, 3):
+        for first in (False, True):
+            est = RBFKMeans(3, random_state=0)
+            if not first:
+                est.partial_fit(X[:100])
+            fault_case(
+                f"dask partial_fit ({'first call' if first else 'fitted'}), "
+                f"chunk {chunk} of 4 raises",
+                est,
+                lambda est, chunk=chunk: est.partial_fit(
+                    failing_chunk(X2, da, lambda c, r: c == chunk)
+                ),
+                None if first else X,
+                expected=Injected,
+            )
+
+
+def dask_pickle(da):
+    """A dask-fitted model pickles small, and every attribute of it works."""
+    import pickle
+
+    rng = np.random.default_rng(0)
+    centres = np.eye(4, 8) * 8.0
+    X = rng.normal(size=(1_000_000, 8)) + np.repeat(centres, 250_000, axis=0)
+    probe = X[::1000]
+
+    def call():
+        est = RBFKMeans(4, sigma=0, random_state=0).fit(
+            da.from_array(X, chunks=(250_000, 8))
+        )
+        data = pickle.dumps(est)
+        return est, pickle.loads(data), len(data)
+
+    def check(result, caught):
+        est, loaded, size = result
+        if size >= 1 << 20:
+            return f"the pickle of a 4 x 8 model holds {size / 2**20:.1f} MiB"
+        for name, value in vars(loaded).items():
+            if name.endswith("_") and hasattr(value, "compute"):
+                value.compute()  # raises if the graph did not survive
+        if not np.array_equal(loaded.predict(probe), est.predict(probe)):
+            return "the loaded model predicts other labels"
+        return None
+
+    api_case("faults", "pickle of a dask-fitted RBFKMeans (1e6 x 8 rows)", call, check)
+
+
+def fault_cli():
+    """(e) An output name as long as the file system allows, and one longer."""
+    directory = tempfile.mkdtemp(prefix="bench_reliability_")
+    try:
+        X, _, _ = blobs(n=40, seed=8)
+        np.savetxt(os.path.join(directory, "in.csv"), X, delimiter=",")
+        limit = os.pathconf(directory, "PC_NAME_MAX")
+        for n_bytes, expect in ((limit, "result"), (limit + 1, "error")):
+            name = "a" * (n_bytes - len(".csv")) + ".csv"
+            proc = run_cli(["cluster", "in.csv", "-k", "3", "-o", name], directory)
+            path = os.path.join(directory, name)
+            outcome, detail = classify_cli(
+                proc, expect, lambda path=path: check_assignments(path, 40, 3)
+            )
+            if leftovers(directory):
+                outcome = "wrong" if outcome in ("correct", "error") else outcome
+                detail += f"; temporary files left: {leftovers(directory)}"
+            REPORT.add("faults", f"cli output name of {n_bytes} bytes", outcome, detail)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def family_faults():
+    """A fit is all or nothing; streams and dask chunks under faults.
+
+    (a) refits that raise (an ``init`` callable, a KeyboardInterrupt at the
+    first, middle and last call of each engine function the refit makes),
+    on data at scale 1e-200 and 1; (b) a ConvergenceWarning raised as an
+    error; the previous model must be unchanged, byte for byte, with the
+    same predictions. (c) pickle, joblib and deepcopy in the middle of a
+    partial_fit stream give the uninterrupted stream's centres bit for bit;
+    an interrupted partial_fit changes nothing. (d) dask chunks of 0 rows,
+    unequal and of unknown size give the NumPy results; pd.NA is a clear
+    error; a failing chunk changes nothing; a dask-fitted model pickles
+    small and whole. (e) long output names on the command line.
+    """
+    fault_refits()
+    fault_convergence_warnings()
+    fault_streams()
+    fault_dask()
+    fault_cli()
+
+
+# -- driver -------------------------------------------------------------------
+
+
 API_FAMILIES = {
     "scales": family_scales,
     "offsets": family_offsets,
@@ -2507,6 +3145,7 @@ API_FAMILIES = {
     "degenerate-k": family_degenerate_k,
     "bad-input": family_bad_input,
     "many-rows": family_many_rows,
+    "faults": family_faults,
 }
 FAMILIES = [*API_FAMILIES, "cli", "signals"]
 
