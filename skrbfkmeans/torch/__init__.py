@@ -14,10 +14,12 @@ except ImportError as err:  # pragma: no cover - exercised without torch
         'extra with: pip install "skrbfkmeans[torch]"'
     ) from err
 
+from ._loss import rbf_kmeans_loss
 from ._maps import entmax15, entmax_bisect, sparsemax
 
 __all__ = [
     "entmax15",
     "entmax_bisect",
+    "rbf_kmeans_loss",
     "sparsemax",
 ]

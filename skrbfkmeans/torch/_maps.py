@@ -197,13 +197,18 @@ def _backward(p, g, alpha, dim):
     return dz
 
 
+def entmax15_probs(x, dim):
+    """Entmax-1.5 along ``dim``, without autograd, in the working dtype."""
+    u = _shifted(x, dim, 1.5)
+    p = (u - _entmax15_threshold(u, dim)).clamp(min=0.0)
+    p = p * p
+    return p / p.sum(dim=dim, keepdim=True)
+
+
 class _Entmax15(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, dim):
-        u = _shifted(x, dim, 1.5)
-        p = (u - _entmax15_threshold(u, dim)).clamp(min=0.0)
-        p = p * p
-        p = p / p.sum(dim=dim, keepdim=True)
+        p = entmax15_probs(x, dim)
         ctx.dim = dim
         ctx.save_for_backward(p)
         return p.to(x.dtype)
