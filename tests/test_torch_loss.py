@@ -33,6 +33,17 @@ DEVICES = [
         ),
     ),
 ]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    # Small tensors: a second thread only adds synchronisation.
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)
+
+
 WIDTHS = [1e-8, 1e-4, 1e-2, 0.3, 1.0, 3.0, 1e2, 1e4, 1e8]
 
 

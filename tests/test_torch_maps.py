@@ -31,6 +31,16 @@ DEVICES = [
     ),
 ]
 
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    # Small tensors: a second thread only adds synchronisation.
+    n_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n_threads)
+
+
 # name -> (torch map, NumPy map, alpha)
 MAPS = {
     "entmax15": (entmax15, skrbfkmeans.entmax15, 1.5),
@@ -74,7 +84,7 @@ def _scores(case, rng, m, k):
     return Z
 
 
-@pytest.mark.parametrize("dim", [0, 1, -1], ids=lambda d: f"dim{d}")
+@pytest.mark.parametrize("dim", [0, -1], ids=lambda d: f"dim{d}")
 @pytest.mark.parametrize(
     "scale", [1e-300, 1e-8, 0.5, 3.0, 1e8, 1e300], ids=lambda s: f"x{s:g}"
 )

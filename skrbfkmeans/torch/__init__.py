@@ -14,10 +14,14 @@ except ImportError as err:  # pragma: no cover - exercised without torch
         'extra with: pip install "skrbfkmeans[torch]"'
     ) from err
 
+from ._layer import RBFKMeansLayer
 from ._loss import rbf_kmeans_loss
 from ._maps import entmax15, entmax_bisect, sparsemax
+from ._schedule import AnnealingSchedule
 
 __all__ = [
+    "AnnealingSchedule",
+    "RBFKMeansLayer",
     "entmax15",
     "entmax_bisect",
     "rbf_kmeans_loss",

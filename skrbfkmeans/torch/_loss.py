@@ -128,10 +128,14 @@ def temperature(sigma, scale, dtype):
 def scores(zc, mc, T):
     """``-||z_i - mu_j||^2 / T`` up to a constant per row: the maps' input.
 
-    ``||z_i||^2`` is the same for every centre and cancels in the maps.
-    Differentiable in ``zc`` and ``mc``.
+    ``||z_i||^2`` is the same for every centre and cancels in the maps; so
+    does the row maximum, subtracted before the division so that a small
+    ``T`` sends the far entries to ``-inf`` (their limit) and never the
+    nearest to ``+inf``. Differentiable in ``zc`` and ``mc`` (a constant per
+    row has no gradient through the maps).
     """
-    return (2.0 * zc @ mc.T - (mc * mc).sum(dim=1)) / T
+    s = 2.0 * zc @ mc.T - (mc * mc).sum(dim=1)
+    return (s - s.detach().amax(dim=1, keepdim=True)) / T
 
 
 def _entropy_gap(R):
@@ -303,7 +307,7 @@ def rbf_kmeans_loss(
     ...                  requires_grad=True)
     >>> centers = torch.tensor([[0.0, 0.5], [10.0, 1.0]], requires_grad=True)
     >>> loss = rbf_kmeans_loss(z, centers, sigma=0.1, activation="entmax15")
-    >>> float(loss)  # the distortion, 4.5, plus T W H_max = 0.02 * 4 * 0.39
+    >>> loss.item()  # the distortion, 4.5, plus T W H_max = 0.02 * 4 * 0.39
     4.5312
     >>> loss.backward()
     >>> centers.grad  # Lloyd's: 2 (N_j mu_j - S_j)
