@@ -23,7 +23,7 @@ medians over five seeds:
 - joint training with entmax-1.5 under the annealing schedule.
 
 This example needs PyTorch (``pip install "skrbfkmeans[torch]"``). It runs on
-the CPU with one thread, in well under a minute.
+the CPU with one thread, in under a minute on two cores.
 """
 
 # %%
@@ -236,6 +236,29 @@ for method, values in results.items():
     nmi, ari = np.median(values, axis=0)
     print(f"{method:<30} {nmi:>6.3f} {ari:>6.3f}")
 print(f"{elapsed:.0f} s for the five seeds")
+
+# %%
+# What the table says
+# -------------------
+# Where this example was written (PyTorch 2.13, 2026-12-03) the medians were:
+# pixels NMI 0.742 / ARI 0.667, two-step 0.713 / 0.626, joint softmax
+# 0.779 / 0.675, joint entmax-1.5 annealed 0.760 / 0.661.
+#
+# - Both joint trainings beat the two-step method on both scores; on NMI the
+#   annealed entmax-1.5 layer beats it at every seed (0.735 to 0.772 against
+#   0.691 to 0.732). It ends on the K-Means objective: after the last cooling
+#   step every code's responsibilities are one-hot (up to the few codes that
+#   the remaining epochs move).
+# - The annealed entmax-1.5 layer does not beat softmax at a fixed width on
+#   the median (0.760 against 0.779 NMI), though its worst seed is better
+#   (0.735 against 0.708). The fixed width is not an arbitrary one:
+#   ``RBFKMeans`` chose it from the two-step's centres, and softmax's weak
+#   point, gradients that vanish at small widths, does not arise there.
+# - The autoencoder's codes alone cluster worse than the pixels (two-step
+#   below KMeans on the pixels); joint training lifts them above the pixels
+#   on NMI, and on ARI for softmax only.
+# - The joint methods are tuned (``lam``) on the seeds they are scored on;
+#   the two baselines have nothing to tune.
 
 # %%
 # The codes, before and after joint training
