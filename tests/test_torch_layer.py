@@ -8,6 +8,8 @@ scikit-learn's KMeans.
 
 import io
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -390,3 +392,40 @@ def test_training_ends_on_a_kmeans_fixed_point(optimizer, global_random_seed):
     km = KMeans(n_clusters=4, n_init=10, random_state=global_random_seed).fit(X)
     inertia = float(((X - C[labels]) ** 2).sum())
     assert_allclose(inertia, km.inertia_, rtol=1e-12)
+
+
+def _run(code):
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_import_skrbfkmeans_never_imports_torch():
+    # Check that the package and every public name of it load without
+    # PyTorch, even where it is installed.
+    result = _run(
+        "import sys, skrbfkmeans\n"
+        "[getattr(skrbfkmeans, name) for name in skrbfkmeans.__all__]\n"
+        "print('torch' in sys.modules)"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False"
+
+
+def test_without_torch_the_error_names_the_extra():
+    # Check that importing skrbfkmeans.torch where PyTorch cannot be imported
+    # raises an ImportError that says how to install the extra.
+    result = _run(
+        "import sys\n"
+        "class Block:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name.split('.')[0] == 'torch':\n"
+        "            raise ModuleNotFoundError(name)\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "try:\n"
+        "    import skrbfkmeans.torch\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    assert result.returncode == 0, result.stderr
+    assert 'pip install "skrbfkmeans[torch]"' in result.stdout

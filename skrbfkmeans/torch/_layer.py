@@ -268,7 +268,9 @@ class RBFKMeansLayer(nn.Module):
         (float64, or float32 for float32 and lower), ``sigma_`` and the
         ``sigma`` parameter the layer's width, ``objective_`` the free energy
         of the centres at that width. ``labels_``, ``inertia_`` and
-        ``n_iter_`` describe that fit on the centres, not your data.
+        ``n_iter_`` describe that fit on the centres, not your data; equal
+        centres make it warn, as KMeans does, and centres too large for the
+        NumPy engine raise its error.
 
         Returns
         -------
@@ -290,6 +292,9 @@ class RBFKMeansLayer(nn.Module):
             sigma=0,
             activation=self.activation,
         ).fit(C)
+        # Lloyd's mean of one point, computed in centred coordinates, is that
+        # point to an ulp: keep the layer's centres bit for bit.
+        estimator.cluster_centers_ = C.copy()
         estimator.set_params(sigma=sigma)
         estimator.sigma_ = sigma
         if sigma > 0:
