@@ -22,6 +22,11 @@ from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
 from skrbfkmeans.torch import rbf_kmeans_loss  # noqa: E402
+from skrbfkmeans.torch._loss import (  # noqa: E402
+    _free_energy,
+    temperature,
+    working_units,
+)
 
 ACTIVATIONS = ["softmax", "entmax15"]
 DEVICES = [
@@ -277,10 +282,8 @@ def test_gradient_step_is_m_step(global_random_seed):
     c = torch.from_numpy(C).requires_grad_()
     sw = torch.from_numpy(w)
     rbf_kmeans_loss(z, c, 1.1, "entmax15", sample_weight=sw).backward()
-    from skrbfkmeans.torch._loss import _free_energy, temperature, working_units
-
     zc, mc, scale = working_units(z, c.detach())
-    _, R = _free_energy(zc, mc, sw, temperature(1.1, scale, z.dtype), "entmax15")
+    _, R = _free_energy(zc, mc, temperature(1.1, scale, z.dtype), "entmax15")
     N = R.T @ sw
     stepped = c.detach() - c.grad / (2 * N[:, None])
     expected = (R * sw[:, None]).T @ z / N[:, None]

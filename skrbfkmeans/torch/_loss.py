@@ -158,7 +158,7 @@ def _entropy_gap(R):
     return torch.where(one_hot, (4.0 / 3.0) * (1.0 - c), gap)
 
 
-def _free_energy(zc, mc, w, T, activation):
+def _free_energy(zc, mc, T, activation):
     """Per-row free energy (measured from ``k`` coincident centres) and ``R``.
 
     Softmax: ``-T log(mean_j exp(-d_ij / T))``, as ``d_min - T log1p(mean_j
@@ -196,7 +196,7 @@ class _RBFKMeansLoss(torch.autograd.Function):
         zc, mc, scale = working_units(z.to(dtype), centers.to(dtype))
         wd = w.to(dtype)
         T = temperature(sigma, scale, dtype)
-        F, R = _free_energy(zc, mc, wd, T, activation)
+        F, R = _free_energy(zc, mc, T, activation)
         # Twice by the scale: its square may overflow where the product
         # does not.
         loss = (wd @ F) * scale * scale
