@@ -85,7 +85,7 @@ def autoencoder(seed):
     return encoder, decoder
 
 
-def batches(seed, epoch, batch_size=256):
+def batches(seed, epoch, batch_size=512):
     """Row indices of the mini-batches of an epoch (a seeded shuffle)."""
     generator = torch.Generator().manual_seed(1000 * seed + epoch)
     return torch.randperm(len(X), generator=generator).split(batch_size)
@@ -110,7 +110,7 @@ def scores(labels):
 # -----------------------------
 # The two-step method and both joint trainings start from the same
 # autoencoder, trained for 60 epochs on the mean squared reconstruction
-# error (Adam, mini-batches of 256; ``fused=True`` runs its update as one
+# error (Adam, mini-batches of 512; ``fused=True`` runs its update as one
 # kernel, faster on the CPU).
 
 
@@ -158,7 +158,7 @@ def pretrain(seed, n_epochs=60):
 # on the seeds they are scored on, as deep-clustering results usually are;
 # the whole grid is in the user guide).
 
-lams = {"softmax": 0.3, "entmax15": 0.01}
+lams = {"softmax": 0.01, "entmax15": 0.03}
 n_joint_epochs, cooling = 40, 0.9
 
 
@@ -241,22 +241,21 @@ print(f"{elapsed:.0f} s for the five seeds")
 # What the table says
 # -------------------
 # Where this example was written (PyTorch 2.13, 2026-12-03) the medians were:
-# pixels NMI 0.742 / ARI 0.667, two-step 0.713 / 0.626, joint softmax
-# 0.779 / 0.675, joint entmax-1.5 annealed 0.760 / 0.661.
+# pixels NMI 0.742 / ARI 0.667, two-step 0.731 / 0.635, joint softmax
+# 0.780 / 0.668, joint entmax-1.5 annealed 0.777 / 0.657.
 #
-# - Both joint trainings beat the two-step method on both scores; on NMI the
-#   annealed entmax-1.5 layer beats it at every seed (0.735 to 0.772 against
-#   0.691 to 0.732). It ends on the K-Means objective: after the last cooling
-#   step every code's responsibilities are one-hot (up to the few codes that
-#   the remaining epochs move).
-# - The annealed entmax-1.5 layer does not beat softmax at a fixed width on
-#   the median (0.760 against 0.779 NMI), though its worst seed is better
-#   (0.735 against 0.708). The fixed width is not an arbitrary one:
-#   ``RBFKMeans`` chose it from the two-step's centres, and softmax's weak
-#   point, gradients that vanish at small widths, does not arise there.
-# - The autoencoder's codes alone cluster worse than the pixels (two-step
-#   below KMeans on the pixels); joint training lifts them above the pixels
-#   on NMI, and on ARI for softmax only.
+# - Both joint trainings beat the two-step method on both scores, and on NMI
+#   at every seed (annealed entmax-1.5: 0.761 to 0.783 against 0.705 to
+#   0.734). The annealed layer ends on the K-Means objective: after the last
+#   cooling step every code's responsibilities are one-hot (up to the few
+#   codes that the remaining epochs move).
+# - The annealed entmax-1.5 layer does not beat softmax at a fixed width:
+#   the two are within 0.012 of each other on both scores, at every ``lam``
+#   tried. The fixed width is not an arbitrary one: ``RBFKMeans`` chose it
+#   from the two-step's centres, and softmax's weak point, gradients that
+#   vanish at small widths, does not arise there. What the schedule saves is
+#   the choice of a width.
+# - Joint training lifts the codes above the pixels on NMI, not on ARI.
 # - The joint methods are tuned (``lam``) on the seeds they are scored on;
 #   the two baselines have nothing to tune.
 
