@@ -146,12 +146,13 @@ def pretrain(seed, n_epochs=60):
 # - softmax: the width is ``RBFKMeans``' default (``sigma="auto"``, a
 #   quarter of the median distance between neighbouring initial centres),
 #   kept fixed during training;
-# - entmax-1.5: the schedule restarts the width at the first critical width
-#   of the codes (:meth:`~skrbfkmeans.torch.AnnealingSchedule.start`) and
-#   cools it by the factor ``cooling`` after every epoch until the entmax
-#   responsibilities of all the codes are one-hot. From there on the layer's
-#   loss is the K-Means distortion, and its gradient pulls every code
-#   towards its own centre.
+# - entmax-1.5: the schedule restarts the width just above the first
+#   critical width of the codes
+#   (:meth:`~skrbfkmeans.torch.AnnealingSchedule.start`) and cools it by the
+#   factor ``cooling`` after every epoch until the entmax responsibilities of
+#   all the codes are one-hot. From there on the layer's loss is the K-Means
+#   distortion (plus a constant), and its gradient pulls every code towards
+#   its own centre.
 #
 # ``lam`` was chosen for each activation from 0.003, 0.01, 0.03, 0.1 and 0.3
 # by the median NMI over the five seeds below (so both joint methods are tuned
