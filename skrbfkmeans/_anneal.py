@@ -41,6 +41,7 @@ from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
 
 from ._engine import free_energy, labels_margins, m_step, moments, statistics
+from ._hartigan import hartigan
 from ._lloyd import kmeans_lloyd, lloyd
 from ._polish import polish as polish_search
 from ._rows import certify, em_fixed_sigma
@@ -647,7 +648,7 @@ def _final_phase(
     rows, centers, act, sigma_cap, tree, path, n_iter, max_iter, polish, verbose,
     *, from_init=False, finish=True,
 ):  # fmt: skip
-    """Lloyd to label stability, the polish, the certificate; the result.
+    """Lloyd to label stability, the polish and single moves, the certificate.
 
     ``n_iter`` counts the iterations before this phase (the annealing's, or
     KMeans's run from an explicit init, ``from_init``: that run is then the
@@ -655,19 +656,36 @@ def _final_phase(
     it). ``finish=False`` (KMeans's run stopped by ``max_iter``) keeps the
     centres as they are: no Lloyd, no polish, not converged. ``tree`` holds
     the copies' split widths before the polish.
+
+    Single-sample moves (``_hartigan``) and the polish (split/merge moves,
+    each ending on a Lloyd fixed point) alternate until neither lowers the
+    distortion: the result is a fixed point of both (and of Lloyd's), which
+    the certificate then checks afresh.
     """
     it, conv = 0, False
     if finish:
         centers, it, conv = lloyd(rows, centers, max_iter)
-    moves, it_final = [], (n_iter if from_init else it)
-    if polish and finish:
-        # Split/merge moves from the hard solution; each ends on a Lloyd
-        # fixed point, and the certificate below is computed afresh.
-        centers, _, moves, it_polish, it_move = polish_search(
+    moves, it_final, n_single = [], (n_iter if from_init else it), 0
+    rounds = 0
+    while finish:
+        centers, _, n_moved, _ = hartigan(
+            rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
+        )
+        n_single += n_moved
+        # The polish ends on its own fixed point (its last pass keeps
+        # nothing); it runs again only when single moves changed it, as
+        # each such pass costs one Lloyd run per tried pair.
+        if not polish or (rounds and not n_moved):
+            break
+        centers, _, kept, it_polish, it_move = polish_search(
             rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
         )
         it += it_polish
-        it_final = it_move if moves else it_final
+        it_final = it_move if kept else it_final
+        moves += kept
+        rounds += 1
+        if not kept:
+            break
     sigma, certified = certify(rows, centers, sigma_cap)
     res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
     n_distinct = np.unique(centers, axis=0).shape[0]
@@ -676,7 +694,8 @@ def _final_phase(
         print(
             f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, Lloyd "
             f"{'converged' if conv else 'stopped'} after {it} iterations, "
-            f"{len(moves)} polish moves, inertia {res.inertia:.6g}, "
+            f"{len(moves)} polish moves, {n_single} single-sample moves, "
+            f"inertia {res.inertia:.6g}, "
             f"certified {certified}."
         )
     return path.result(

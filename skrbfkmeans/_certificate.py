@@ -12,10 +12,18 @@ questions the certificate answers:
    exactly one-hot at width ``sigma``): the certified width is at most
    half the square root of the smallest explicit margin;
 2. every centre is the weighted mean of its samples (a Lloyd step leaves it
-   in place), to the rounding of that mean.
+   in place), to the rounding of that mean;
+3. no single sample's move to another cluster lowers the distortion
+   (Hartigan stability): moving ``x`` (weight ``w``) from ``a`` to ``b``
+   changes it by ``w N_b / (N_b + w) d_b - w N_a / (N_a - w) d_a``, with the
+   clusters' weights ``N`` of condition 2; every such change must exceed
+   the bound of its rounding (the explicit sums' and the distance between
+   a centre and its cluster's exact mean that condition 2 admits), so that
+   the check can fail for a stable solution but never pass an unstable one.
 
-Cost: ``n k d`` subtractions and products (no GEMM), in blocks of at most
-``_BLOCK_BYTES`` of differences; run once per fit.
+Cost: ``n k d`` subtractions and products (no GEMM) per condition pass (two
+passes), in blocks of at most ``_BLOCK_BYTES`` of differences; run once per
+fit.
 """
 
 import numpy as np
@@ -77,11 +85,13 @@ def combine_blocks(*parts):
 
 
 def fixed_point_test(parts, centers):
-    """Condition 2 from combined block sums; returns ``(margin, fixed)``.
+    """Condition 2 from combined block sums; returns ``(margin, fixed, shift)``.
 
     ``fixed`` says whether every centre with samples equals their weighted
     mean to the rounding of that mean: a few ulps of the magnitude (times
-    the depth of the sums), and the centres' own dtype's rounding.
+    the depth of the sums), and the centres' own dtype's rounding. ``shift``
+    is the largest distance that test admits between a centre and its
+    cluster's mean (its per-coordinate bound times ``sqrt(n_features)``).
     """
     margin, N, S, n_samples = parts
     C = np.asarray(centers, dtype=np.float64)
@@ -90,11 +100,58 @@ def fixed_point_test(parts, centers):
     eps = np.finfo(np.float64).eps
     magnitude = np.abs(means).max(initial=0.0) + np.abs(C[alive]).max(initial=0.0)
     tol = 64.0 * max(np.finfo(centers.dtype).eps, eps * np.log2(n_samples + 2))
-    return margin, bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
+    fixed = bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
+    return margin, fixed, tol * magnitude * np.sqrt(C.shape[1])
+
+
+def single_move_block(X, sample_weight, centers, N, shift):
+    """Condition 3 on one block of rows: no single move lowers the distortion.
+
+    ``N`` are the clusters' weights (of the explicit nearest centres, over
+    all rows) and ``shift`` the bound of ``fixed_point_test``. A sample
+    whose cluster it alone weighs cannot gain by leaving it (it sits on the
+    mean). Returns True when every move's change exceeds its rounding bound.
+    """
+    C = np.asarray(centers, dtype=np.float64)
+    n_clusters, n_features = C.shape
+    if n_clusters < 2:
+        return True
+    eps = np.finfo(np.float64).eps
+    N = np.asarray(N, dtype=np.float64)
+    step = max(1, _BLOCK_BYTES // (8 * max(1, n_clusters * n_features)))
+    for start in range(0, X.shape[0], step):
+        sl = slice(start, min(start + step, X.shape[0]))
+        w = np.asarray(sample_weight[sl], dtype=np.float64)
+        keep = w > 0
+        if not keep.any():
+            continue
+        Xb = X[sl].toarray() if sp.issparse(X) else X[sl]
+        Xb = np.asarray(Xb, dtype=np.float64)[keep]
+        w = w[keep]
+        D = _explicit_distances(Xb, C)
+        rows = np.arange(D.shape[0])
+        a = np.argmin(D, axis=1)
+        # Each distance to a centre is within ``err`` of the distance to the
+        # exact mean: the sum's rounding and the centre's admitted shift.
+        err = 4.0 * (n_features + 2) * eps * D + 2.0 * np.sqrt(D) * shift + shift**2
+        rest = N[a] - w
+        lone = rest <= 4.0 * eps * N[a]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            factor = np.where(lone, 0.0, N[a] / rest)
+        leave = w * factor * D[rows, a]
+        leave_err = w * factor * err[rows, a]
+        join_factor = w[:, None] * N[None, :] / (N[None, :] + w[:, None])
+        change = join_factor * D - leave[:, None]
+        bound = join_factor * err + leave_err[:, None]
+        bound += 16.0 * eps * (join_factor * D + leave[:, None])
+        change[rows, a] = np.inf
+        if np.any(change <= bound):
+            return False
+    return True
 
 
 def explicit_fixed_point(X, sample_weight, centers):
-    """Smallest margin and the fixed-point test, from explicit differences.
+    """Smallest margin, the fixed-point and single-move tests, explicitly.
 
     Parameters
     ----------
@@ -113,5 +170,11 @@ def explicit_fixed_point(X, sample_weight, centers):
         ``sigma`` with ``4 sigma^2 <= margin`` when ``margin > 0``.
     fixed : bool
         Whether condition 2 holds.
+    stable : bool
+        Whether condition 3 holds (checked only when condition 2 does; False
+        otherwise).
     """
-    return fixed_point_test(explicit_block(X, sample_weight, centers), centers)
+    parts = explicit_block(X, sample_weight, centers)
+    margin, fixed, shift = fixed_point_test(parts, centers)
+    stable = fixed and single_move_block(X, sample_weight, centers, parts[1], shift)
+    return margin, fixed, stable

@@ -14,7 +14,12 @@ decides from the type's module name): importing the package never imports it.
 
 import numpy as np
 
-from ._certificate import combine_blocks, explicit_block, fixed_point_test
+from ._certificate import (
+    combine_blocks,
+    explicit_block,
+    fixed_point_test,
+    single_move_block,
+)
 from ._engine import (
     free_energy,
     labels_inertia,
@@ -214,6 +219,10 @@ def _minimum(*parts):
 
 def _maximum(*parts):
     return max(parts)
+
+
+def _all(*parts):
+    return all(parts)
 
 
 def _summary_block(Xb, wb):
@@ -452,9 +461,13 @@ class DaskRows:
         return self.reduce(_margin_block, centers, self.offset, combine=_minimum)
 
     def explicit_check(self, centers):
-        """``(margin, fixed)`` of the certificate's check, chunk by chunk."""
+        """``(margin, fixed, stable)`` of the certificate's check, by chunks."""
         parts = self.reduce(explicit_block, centers, combine=combine_blocks)
-        return fixed_point_test(parts, centers)
+        margin, fixed, shift = fixed_point_test(parts, centers)
+        if not fixed:
+            return margin, False, False
+        stable = self.reduce(single_move_block, centers, parts[1], shift, combine=_all)
+        return margin, fixed, bool(stable)
 
     def labels(self, centers):
         """Nearest centre of every row, a lazy int32 dask array."""

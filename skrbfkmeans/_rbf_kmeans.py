@@ -15,6 +15,7 @@ from sklearn.utils.validation import (
 from . import _dask, _dask_fit
 from ._assign import ACTIVATIONS
 from ._base import _auto_sigma, _BaseRBFKMeans, _tolerance, all_or_nothing
+from ._hartigan import hartigan
 from ._lloyd import kmeans_lloyd
 from ._rows import MemoryRows, em_fixed_sigma
 from ._stream import online_em_step
@@ -91,10 +92,16 @@ class RBFKMeans(_BaseRBFKMeans):
     copy_x : bool, default=True
         Kept for compatibility with KMeans. ``X`` is never modified nor
         copied whole: dense rows are centred block by block.
-    algorithm : {"lloyd", "elkan"}, default="lloyd"
-        Accepted for compatibility with KMeans, with its validation: the
-        two algorithms of KMeans give the same result and differ in speed
-        only, and the fit does not depend on this choice.
+    algorithm : {"lloyd", "elkan", "hartigan"}, default="lloyd"
+        ``"lloyd"`` and ``"elkan"`` are accepted for compatibility with
+        KMeans, with its validation: the two algorithms of KMeans give the
+        same result and differ in speed only, and the fit does not depend on
+        this choice. ``"hartigan"`` goes beyond KMeans: at ``sigma=0``, after
+        Lloyd's run, single samples move between clusters while a move lowers
+        the inertia (Hartigan's method; :func:`kmeans_hartigan`), so that
+        each run ends on a solution no one sample can improve, never with a
+        higher inertia than Lloyd's. It needs the rows in memory (NumPy or
+        sparse input) and has no effect at a positive width.
 
     Attributes
     ----------
@@ -196,6 +203,7 @@ class RBFKMeans(_BaseRBFKMeans):
         **_BaseRBFKMeans._parameter_constraints,
         "sigma": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "activation": [StrOptions(set(ACTIVATIONS))],
+        "algorithm": [StrOptions({"lloyd", "elkan", "hartigan"})],
     }
 
     def __init__(
@@ -253,6 +261,12 @@ class RBFKMeans(_BaseRBFKMeans):
             Fitted estimator.
         """
         if _dask.is_dask_collection(X):
+            if self.algorithm == "hartigan" and self.sigma == 0:
+                raise ValueError(
+                    "algorithm='hartigan' moves single samples between clusters "
+                    "and needs the rows in memory: pass a NumPy array or a "
+                    "sparse matrix, or use algorithm='lloyd' for dask input."
+                )
             rows, units, init, Xs, ws, tol, random_state = _dask_fit.prepare_rbf_kmeans(
                 self, X, sample_weight
             )
@@ -270,6 +284,11 @@ class RBFKMeans(_BaseRBFKMeans):
                 centers, n_iter, _ = kmeans_lloyd(
                     rows, centers, self.max_iter, tol, self.verbose
                 )
+                if self.algorithm == "hartigan":
+                    centers = hartigan(
+                        rows.X, rows.w, centers, rows.offset, rows.x_sq,
+                        max_iter=self.max_iter,
+                    )[0]  # fmt: skip
                 final = rows.final(centers, 0.0, self.activation)
                 # As KMeans: no convergence warning when max_iter stops it.
                 return final[2], centers, n_iter, True, final

@@ -67,7 +67,7 @@ class MemoryRows:
         return float(margins[self.w > 0].min())
 
     def explicit_check(self, centers):
-        """``(margin, fixed)`` of ``_certificate.explicit_fixed_point``."""
+        """``(margin, fixed, stable)`` of ``_certificate.explicit_fixed_point``."""
         return explicit_fixed_point(self.X, self.w, centers)
 
     def labels(self, centers):
@@ -155,8 +155,8 @@ def certify(rows, centers, sigma_max):
         return sigma_max, min_margin == np.inf
     # The engine's margins share the GEMM's rounding: the width must also
     # pass the margins of explicit differences, and the centres their means.
-    explicit_margin, fixed = rows.explicit_check(centers)
-    if not (explicit_margin > 0 and fixed):
+    explicit_margin, fixed, stable = rows.explicit_check(centers)
+    if not (explicit_margin > 0 and fixed and stable):
         return sigma_max, False
     min_margin = min(min_margin, explicit_margin)
     sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))

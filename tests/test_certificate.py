@@ -116,7 +116,7 @@ def test_explicit_margin_agrees_with_oracle(case):
     dense = X64.toarray() if sp.issparse(X64) else X64
     centers = dense[np.linspace(0, dense.shape[0] - 1, k).astype(int)]
     weights = np.ones(X.shape[0]) if w is None else np.asarray(w, dtype=float)
-    margin, fixed = explicit_fixed_point(X64, weights, centers)
+    margin, fixed, _ = explicit_fixed_point(X64, weights, centers)
     L = dense.astype(np.longdouble)
     D = ((L[:, None, :] - centers[None, :, :].astype(np.longdouble)) ** 2).sum(-1)
     D = D[weights > 0]

@@ -1,0 +1,321 @@
+"""Single-sample (Hartigan) moves: a K-Means solution no one sample can improve.
+
+Moving a sample ``x`` of weight ``w`` from its cluster ``a`` (weight ``N_a``,
+mean ``mu_a``) to a cluster ``b`` changes the distortion by exactly
+
+    ``Delta = w N_b / (N_b + w) ||x - mu_b||^2 - w N_a / (N_a - w) ||x - mu_a||^2``
+
+(both means move with it). Lloyd's algorithm compares the plain distances,
+so a Lloyd fixed point can still hold samples whose move lowers the
+distortion (``Delta < 0`` while ``||x - mu_a|| <= ||x - mu_b||``). Hartigan's
+method makes these moves; a partition where none lowers the distortion is a
+Lloyd fixed point too (``Delta >= 0`` for every ``b`` implies ``x`` is
+nearest its own mean), so its fixed points are a subset of Lloyd's
+(Telgarsky & Vattani, AISTATS 2010).
+
+The exact method moves one sample at a time. Here a pass computes every
+sample's best move in row blocks (one pass of partial distances, as a Lloyd
+iteration) and applies, best first, moves whose clusters are all distinct:
+no applied move changes the mean of another's cluster, so each lowers the
+distortion by its own ``Delta``, as the sequential method would. The moves
+are confirmed by explicit differences in float64 before they are applied.
+"""
+
+from numbers import Integral
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.utils._param_validation import Interval, validate_params
+
+from ._assign import BlockPlan
+from ._engine import labels_inertia, squared_norms
+from ._loss import check_data_centers
+from ._scaling import working_units
+from ._threads import one_blas_thread
+from ._validation import check_n_samples
+
+# A move must lower the distortion by more than this many ulps of the terms
+# it compares (float64, explicit differences), so that rounding never makes
+# a move that does not lower the distortion: each applied move then strictly
+# lowers it, and the passes end.
+_ULPS = 64
+
+
+def _row(X, i, offset):
+    """Row ``i`` of ``X`` minus ``offset``, float64."""
+    x = X[i].toarray().ravel() if sp.issparse(X) else X[i]
+    return np.asarray(x, dtype=np.float64) - offset
+
+
+def cluster_sums(X, w, labels, offset, n_clusters):
+    """Weights ``N`` and sums ``S = sum w (x - offset)`` of the clusters, float64."""
+    N = np.bincount(labels, weights=w, minlength=n_clusters).astype(np.float64)
+    M = sp.csr_matrix(
+        (np.asarray(w, dtype=np.float64), (labels, np.arange(labels.size))),
+        shape=(n_clusters, labels.size),
+    )
+    S = M @ X
+    S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
+    return N, S - N[:, None] * np.asarray(offset, dtype=np.float64)
+
+
+def _means(N, S, centers, offset):
+    """Centred means ``S / N`` (float64); a cluster with no weight keeps its centre."""
+    means = np.asarray(centers, dtype=np.float64) - offset
+    alive = N > 0
+    means[alive] = S[alive] / N[alive, None]
+    return means
+
+
+def best_moves(X, w, labels, centers, N, offset, x_sq):
+    """Every sample's best single move from the engine's distances.
+
+    Returns ``(delta, size, target)``: the change of the distortion
+    ``Delta`` when sample ``i`` moves to cluster ``target[i]``, the best
+    other cluster (``inf`` where no move exists: one cluster or weight 0),
+    and the sum of the two terms ``Delta`` compares (the scale of its
+    rounding). Cost: one pass of partial distances.
+    """
+    n_samples, n_clusters = X.shape[0], centers.shape[0]
+    delta = np.full(n_samples, np.inf)
+    size = np.zeros(n_samples)
+    target = np.zeros(n_samples, dtype=np.intp)
+    if n_clusters < 2:
+        return delta, size, target
+    N = np.asarray(N, dtype=np.float64)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        wb = np.asarray(w[sl], dtype=np.float64)
+        lab = labels[sl]
+        rows = np.arange(lab.size)
+        d = np.maximum(E.astype(np.float64) + x_sq[sl, None], 0.0)
+        own = N[lab]
+        rest = own - wb
+        # Leaving a cluster that the sample alone weighs leaves it empty:
+        # its distortion drops by 0 (the sample sits on its mean).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            leave = np.where(rest > 0, own / rest, 0.0) * d[rows, lab]
+            join = N[None, :] / (N[None, :] + wb[:, None]) * d
+        join[rows, lab] = np.inf
+        b = np.argmin(join, axis=1)
+        gain = wb * (join[rows, b] - leave)
+        gain[~(wb > 0)] = np.inf
+        delta[sl], target[sl] = gain, b
+        size[sl] = wb * (join[rows, b] + leave)
+
+    BlockPlan(X, centers, offset).map(block)
+    return delta, size, target
+
+
+def _explicit_delta(x, w, a, b, N, means):
+    """``Delta`` of moving ``x`` from ``a`` to ``b`` by explicit differences.
+
+    ``x`` and ``means`` are centred on the same offset.
+
+    Returns ``(delta, slack)``: the change and the rounding bound it must
+    exceed (``_ULPS`` ulps of the two terms).
+    """
+    da = float(np.sum((x - means[a]) ** 2))
+    db = float(np.sum((x - means[b]) ** 2))
+    rest = N[a] - w
+    leave = w * N[a] / rest * da if rest > 0 else 0.0
+    join = w * N[b] / (N[b] + w) * db
+    eps = np.finfo(np.float64).eps
+    return join - leave, _ULPS * (x.size + 2) * eps * (join + leave)
+
+
+def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
+    """Single-sample moves from the partition of ``centers`` until none gains.
+
+    Parameters
+    ----------
+    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
+        Rows in working units (the engine's).
+    w : ndarray of shape (n_samples,)
+        Non-negative weights.
+    centers : ndarray of shape (n_clusters, n_features)
+        The starting solution; the samples start at their nearest centre.
+    offset : ndarray of shape (n_features,)
+        The engine's centring offset.
+    x_sq : ndarray of shape (n_samples,), default=None
+        ``squared_norms(X, offset)``, computed when None.
+    max_iter : int, default=300
+        Most passes.
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features)
+        The means of the final partition (dtype of ``centers``); a cluster
+        left with no weight keeps its centre.
+    labels : ndarray of shape (n_samples,)
+        The final partition (int32).
+    n_moves : int
+        Number of moves made.
+    converged : bool
+        Whether the last pass found no move (else ``max_iter`` stopped it).
+
+    Notes
+    -----
+    Stopping rule: a pass finds no sample whose move lowers the distortion
+    by more than the rounding of explicit float64 differences (``_ULPS``
+    ulps of the compared terms). Cost per pass: one block pass of partial
+    distances (``O(n k d)``, as a Lloyd iteration), explicit differences for
+    the candidate moves, and at most ``k / 2`` moves applied (distinct
+    clusters); the means of the clusters a move touches are updated from
+    running float64 sums, recomputed exactly from the labels at the end.
+    """
+    dtype = centers.dtype
+    n_clusters = centers.shape[0]
+    offset = np.asarray(offset, dtype=np.float64)
+    if x_sq is None:
+        x_sq = squared_norms(X, offset.astype(dtype))
+    labels = _nearest(X, centers, offset.astype(dtype))
+    N, S = cluster_sums(X, w, labels, offset, n_clusters)
+    means = _means(N, S, centers, offset)
+    n_moves, converged = 0, n_clusters < 2
+    for _ in range(max_iter if n_clusters > 1 else 0):
+        current = (means + offset).astype(dtype)
+        delta, size, target = best_moves(
+            X, w, labels, current, N, offset.astype(dtype), x_sq
+        )
+        # Candidates by the engine's distances (with room for their rounding,
+        # larger than that of explicit differences), confirmed by explicit
+        # differences; best first, ties by row.
+        room = np.sqrt(np.finfo(dtype).eps) * size
+        cand = np.flatnonzero(delta < room)
+        cand = cand[np.lexsort((cand, delta[cand]))]
+        used = np.zeros(n_clusters, dtype=bool)
+        moved = 0
+        for i in cand:
+            a, b = labels[i], target[i]
+            if used[a] or used[b]:
+                continue
+            x, wi = _row(X, i, offset), float(w[i])
+            change, slack = _explicit_delta(x, wi, a, b, N, means)
+            if not change < -slack:
+                continue
+            S[a] -= wi * x
+            N[a] -= wi
+            S[b] += wi * x
+            N[b] += wi
+            labels[i] = b
+            used[a] = used[b] = True
+            moved += 1
+            if used.all():
+                break
+        if not moved:
+            converged = True
+            break
+        n_moves += moved
+        # Exact sums of the new partition: running updates drift.
+        N, S = cluster_sums(X, w, labels, offset, n_clusters)
+        means = _means(N, S, centers, offset)
+    centers = (means + offset).astype(dtype)
+    # Samples of weight 0 never move (they change nothing): they take their
+    # nearest final centre, as every other sample has.
+    idle = ~(np.asarray(w) > 0)
+    if idle.any():
+        labels[idle] = _nearest(X, centers, offset.astype(dtype))[idle]
+    return centers, labels.astype(np.int32), n_moves, converged
+
+
+def _nearest(X, centers, offset):
+    """Nearest centre of every row (the engine's distances)."""
+    labels = np.empty(X.shape[0], dtype=np.int32)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        labels[sl] = imin
+
+    BlockPlan(X, centers, offset).map(block)
+    return labels
+
+
+@validate_params(
+    {
+        "X": ["array-like", "sparse matrix"],
+        "centers": ["array-like"],
+        "sample_weight": ["array-like", None],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+    },
+    prefer_skip_nested_validation=True,
+)
+@one_blas_thread
+def kmeans_hartigan(X, centers, *, sample_weight=None, max_iter=300):
+    """Refine a K-Means solution by single-sample moves (Hartigan's method).
+
+    The samples start at their nearest centre; a sample moves to another
+    cluster whenever that lowers the weighted inertia (both clusters' means
+    move with it), until no single move does. The result is a Lloyd fixed
+    point that no one sample can improve.
+
+    Parameters
+    ----------
+    X : {array-like, sparse matrix} of shape (n_samples, n_features)
+        The data.
+    centers : array-like of shape (n_clusters, n_features)
+        A K-Means solution (any centres: the samples start at the nearest).
+    sample_weight : array-like of shape (n_samples,), default=None
+        Non-negative weights of the samples.
+    max_iter : int, default=300
+        Most passes over the data.
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features)
+        The means of the final clusters (dtype of ``X``); a cluster left
+        with no weight keeps its centre.
+    labels : ndarray of shape (n_samples,)
+        Cluster of each sample (int32); each sample's nearest centre.
+    inertia : float
+        Weighted K-Means distortion of the result, never above that of the
+        partition the input centres define.
+    n_moves : int
+        Number of single-sample moves made.
+
+    See Also
+    --------
+    kmeans_polish : Split/merge moves, which change a whole cluster at once.
+    AnnealedRBFKMeans : Runs both after annealing and certifies the result.
+    RBFKMeans : ``algorithm="hartigan"`` runs this after Lloyd at ``sigma=0``.
+
+    Notes
+    -----
+    Moving ``x`` (weight ``w``) from cluster ``a`` (weight ``N_a``, mean
+    ``mu_a``) to ``b`` changes the distortion by
+    ``w N_b / (N_b + w) ||x - mu_b||^2 - w N_a / (N_a - w) ||x - mu_a||^2``.
+    Lloyd's algorithm compares the plain distances, so a Lloyd fixed point
+    can hold samples whose move still gains; a solution where no move gains
+    is a Lloyd fixed point too [1]_. Hartigan's method [2]_ moves one sample
+    at a time; here a pass computes every sample's best move in blocks (one
+    pass of distances, as a Lloyd iteration) and applies the best moves
+    whose clusters are all distinct, so that each lowers the distortion by
+    exactly its own change. Moves are confirmed by explicit float64
+    differences and must gain more than their rounding (a few ulps of the
+    terms compared). Deterministic and independent of the thread count.
+
+    References
+    ----------
+    .. [1] M. Telgarsky, A. Vattani, "Hartigan's method: k-means clustering
+       without Voronoi", AISTATS 2010.
+    .. [2] J. A. Hartigan, M. A. Wong, "Algorithm AS 136: A k-means
+       clustering algorithm", Applied Statistics 28(1), 1979.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from skrbfkmeans import kmeans_hartigan
+    >>> X = np.array([[0.0], [2.0], [3.0], [4.0]])
+    >>> centers = np.array([[1.0], [3.5]])  # a Lloyd fixed point
+    >>> centers, labels, inertia, n_moves = kmeans_hartigan(X, centers)
+    >>> centers.ravel(), labels, inertia, n_moves
+    (array([0., 3.]), array([0, 1, 1, 1], dtype=int32), 2.0, 1)
+    """
+    X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
+    check_n_samples(X.shape[0], centers.shape[0])
+    X, offset, centers, units = working_units(X, sample_weight, centers)
+    x_sq = squared_norms(X, offset)
+    centers, labels, n_moves, _ = hartigan(
+        X, sample_weight, centers, offset, x_sq, max_iter=max_iter
+    )
+    _, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
+    return units.to_user(centers), labels, float(units.energies(inertia)), n_moves

@@ -1,0 +1,225 @@
+"""Single-sample (Hartigan) moves and the certificate's stability condition.
+
+The oracle recomputes the distortion of a partition from scratch, cluster by
+cluster in extended precision, before and after each possible move: it shares
+neither the package's move formula nor its distances. Hartigan stability
+means that no single move lowers that distortion.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.datasets import load_iris, make_blobs
+from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits
+
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, kmeans_hartigan
+from skrbfkmeans._certificate import explicit_fixed_point
+
+
+def _sse(X, w, labels, k):
+    """Distortion of a partition about its own means, extended precision."""
+    X = np.asarray(X, dtype=np.longdouble)
+    w = np.asarray(w, dtype=np.longdouble)
+    total = np.longdouble(0)
+    for j in range(k):
+        m = labels == j
+        if w[m].sum() > 0:
+            mean = (w[m, None] * X[m]).sum(axis=0) / w[m].sum()
+            total += (w[m] * ((X[m] - mean) ** 2).sum(axis=1)).sum()
+    return total
+
+
+def _best_single_move(X, w, labels, k):
+    """The largest relative drop of the distortion by moving one sample.
+
+    Returns ``(drop / distortion)`` over every sample of positive weight and
+    every other cluster (0 when no move lowers it), each move evaluated by
+    recomputing the distortion of the moved partition.
+    """
+    X = X.toarray() if sp.issparse(X) else X
+    base = _sse(X, w, labels, k)
+    best = np.longdouble(0)
+    for i in np.flatnonzero(np.asarray(w) > 0):
+        for b in range(k):
+            if b == labels[i]:
+                continue
+            moved = labels.copy()
+            moved[i] = b
+            best = max(best, base - _sse(X, w, moved, k))
+    return float(best / base) if base > 0 else 0.0
+
+
+def _nearest(X, centers):
+    X = X.toarray() if sp.issparse(X) else X
+    d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+    return np.argmin(d, axis=1)
+
+
+def test_example_lloyd_fixed_point_that_one_move_improves():
+    # Check the smallest case by hand: {0, 2} and {3, 4} are a Lloyd fixed
+    # point (2 is nearer 1 than 3.5), but moving 2 over changes the
+    # distortion by 2/3 * 1.5^2 - 2 * 1^2 = -0.5: Hartigan moves it, and the
+    # certificate's stability condition rejects the Lloyd fixed point.
+    X = np.array([[0.0], [2.0], [3.0], [4.0]])
+    w = np.ones(4)
+    lloyd_centers = np.array([[1.0], [3.5]])
+    margin, fixed, stable = explicit_fixed_point(X, w, lloyd_centers)
+    assert margin > 0 and fixed and not stable
+    centers, labels, inertia, n_moves = kmeans_hartigan(X, lloyd_centers)
+    assert_array_equal(labels, [0, 1, 1, 1])
+    assert_allclose(centers, [[0.0], [3.0]])
+    assert inertia == 2.0 and n_moves == 1
+    assert all(explicit_fixed_point(X, w, centers)[1:])
+
+
+def test_a_sample_alone_does_not_leave():
+    # Check that a sample alone in its cluster stays (its move would empty
+    # the cluster and cannot lower the distortion), and that the check
+    # accepts such a solution.
+    X = np.array([[0.0], [10.0], [10.5], [11.0]])
+    centers, labels, _, n_moves = kmeans_hartigan(X, np.array([[0.0], [10.5]]))
+    assert n_moves == 0
+    assert_array_equal(labels, [0, 1, 1, 1])
+    assert all(explicit_fixed_point(X, np.ones(4), centers)[1:])
+
+
+def test_weights_enter_the_move():
+    # Check that a heavy sample does not move where a light one would: the
+    # gain depends on the moving sample's weight, as repeated rows do.
+    X = np.array([[0.0], [2.0], [3.0], [4.0]])
+    start = np.array([[1.0], [3.5]])
+    w = np.array([1.0, 1.0, 1.0, 1.0])
+    assert kmeans_hartigan(X, start, sample_weight=w)[3] == 1
+    w_heavy = np.array([3.0, 3.0, 1.0, 1.0])
+    centers = np.array([[1.0], [3.5]])
+    _, labels, _, _ = kmeans_hartigan(X, centers, sample_weight=w_heavy)
+    assert _best_single_move(X, w_heavy, labels, 2) == 0.0
+
+
+@st.composite
+def _problems(draw):
+    n = draw(st.integers(4, 24))
+    d = draw(st.integers(1, 3))
+    k = draw(st.integers(2, 4))
+    # Small integers: ties and duplicated samples are common.
+    X = np.array(
+        draw(st.lists(st.integers(-4, 4), min_size=n * d, max_size=n * d)), float
+    ).reshape(n, d)
+    w = np.array(draw(st.lists(st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.0, 3.0]),
+                               min_size=n, max_size=n)))  # fmt: skip
+    if not w.any():
+        w[0] = 1.0
+    seeds = draw(st.lists(st.integers(0, n - 1), min_size=k, max_size=k))
+    return X, w, X[seeds] + 0.25 * np.arange(k)[:, None]
+
+
+@settings(max_examples=150, deadline=None)
+@given(problem=_problems())
+def test_result_is_hartigan_stable(problem):
+    # Check against the oracle that no single move lowers the distortion of
+    # the result, that its labels are nearest centres (a Lloyd fixed point),
+    # and that the distortion is never above the starting partition's.
+    X, w, start = problem
+    k = start.shape[0]
+    centers, labels, inertia, _ = kmeans_hartigan(X, start, sample_weight=w)
+    assert _best_single_move(X, w, labels, k) <= 1e-12
+    start_sse = float(_sse(X, w, _nearest(X, start), k))
+    # The reported inertia comes from ||x||^2 - 2 x.mu + ||mu||^2 (about the
+    # data's mean): its rounding is relative to the squared norms, not to a
+    # distortion that can be 0.
+    rounding = 64 * np.finfo(np.float64).eps * float(w @ (X**2).sum(axis=1))
+    assert inertia <= start_sse * (1 + 1e-12) + rounding
+    d = ((X[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+    own = d[np.arange(X.shape[0]), labels]
+    assert np.all(own <= d.min(axis=1) + 1e-12 * (1 + d.max()))
+
+
+@pytest.mark.filterwarnings("ignore:Number of distinct clusters")
+@settings(max_examples=150, deadline=None)
+@given(problem=_problems())
+def test_certificate_never_passes_an_improvable_solution(problem):
+    # Check that the stability condition is False whenever the oracle finds
+    # a move that lowers the distortion, at Lloyd fixed points (where the
+    # other conditions hold) and at arbitrary centres.
+    X, w, start = problem
+    k = start.shape[0]
+    for centers in (start, RBFKMeans(k, sigma=0, init=start).fit(X, sample_weight=w)
+                    .cluster_centers_):  # fmt: skip
+        labels = _nearest(X, centers)
+        _, _, stable = explicit_fixed_point(X, w, centers)
+        if _best_single_move(X, w, labels, k) > 1e-12:
+            assert not stable
+
+
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_dense_sparse_and_float32(sparse, dtype):
+    # Check that CSR input gives the dense result, float32 stays float32,
+    # and both end on a stable partition of the blobs.
+    X, _ = make_blobs(n_samples=300, centers=6, cluster_std=2.5, random_state=0)
+    X = X.astype(dtype)
+    start = X[:6].copy()
+    dense = kmeans_hartigan(X, start)
+    out = kmeans_hartigan(sp.csr_matrix(X) if sparse else X, start)
+    assert out[0].dtype == dtype
+    assert_array_equal(out[1], dense[1])
+    assert _best_single_move(X.astype(np.float64), np.ones(300), out[1], 6) <= 1e-6
+
+
+def test_same_bytes_for_every_thread_count():
+    # Check that the moves and centres do not depend on the thread count.
+    X, _ = make_blobs(n_samples=3000, centers=8, cluster_std=3.0, random_state=1)
+    start = X[:8].copy()
+    results = []
+    for n_threads in (1, 2):
+        with threadpool_limits(n_threads):
+            results.append(kmeans_hartigan(X, start))
+    assert results[0][0].tobytes() == results[1][0].tobytes()
+    assert_array_equal(results[0][1], results[1][1])
+
+
+def test_far_from_origin_and_tiny():
+    # Check that the moves follow the data through X -> a X + b: the same
+    # labels at 1e-200 and offset by 1e6.
+    X = np.array([[0.0], [2.0], [3.0], [4.0], [9.0], [9.5]])
+    start = np.array([[1.0], [3.5], [9.25]])
+    ref = kmeans_hartigan(X, start)[1]
+    for a, b in [(1e-200, 0.0), (1.0, 1e6), (1e150, 0.0)]:
+        assert_array_equal(kmeans_hartigan(a * X + b, a * start + b)[1], ref)
+
+
+@pytest.mark.parametrize("k", [3, 5, 10])
+def test_annealed_fit_is_certified_stable(k):
+    # Check on standardised iris (where k=5 needed single moves to reach
+    # KMeans(n_init=10)'s solution) that a certified fit has no improving
+    # single move by the oracle.
+    X = StandardScaler().fit_transform(load_iris().data)
+    km = AnnealedRBFKMeans(k).fit(X)
+    assert km.certified_
+    assert _best_single_move(X, np.ones(len(X)), km.labels_, k) <= 1e-12
+
+
+def test_rbf_kmeans_hartigan_algorithm():
+    # Check that RBFKMeans(sigma=0, algorithm="hartigan") is never above
+    # Lloyd's inertia from the same starts and ends on a stable partition;
+    # the other algorithms stay KMeans.
+    X = StandardScaler().fit_transform(load_iris().data)
+    for seed in range(3):
+        lloyd = RBFKMeans(5, sigma=0, random_state=seed).fit(X)
+        hart = RBFKMeans(5, sigma=0, algorithm="hartigan", random_state=seed).fit(X)
+        assert hart.inertia_ <= lloyd.inertia_
+        assert _best_single_move(X, np.ones(len(X)), hart.labels_, 5) <= 1e-12
+        assert_array_equal(hart.labels_, hart.predict(X))
+
+
+def test_hartigan_on_dask_input_is_refused():
+    # Check that dask input with algorithm="hartigan" gives a clear error
+    # instead of silently running Lloyd.
+    da = pytest.importorskip("dask.array")
+    X = da.from_array(np.random.RandomState(0).normal(size=(40, 2)), chunks=20)
+    with pytest.raises(ValueError, match="algorithm='hartigan'.*in memory"):
+        RBFKMeans(2, sigma=0, algorithm="hartigan").fit(X)
