@@ -21,6 +21,7 @@ from ._assign import ACTIVATIONS
 from ._base import _BaseRBFKMeans, _tolerance, all_or_nothing
 from ._dask import sample_size
 from ._engine import squared_norms
+from ._hartigan import hartigan
 from ._lloyd import lloyd
 from ._rows import MemoryRows, certify, weight_sample
 from ._rows import lloyd as rows_lloyd
@@ -541,8 +542,17 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         act = result.activation
         centers = result.centers
         if self.sigma_end == "auto":
-            finish = lloyd if isinstance(rows, MemoryRows) else rows_lloyd
-            centers, n_iter, converged = finish(rows, centers, self.max_iter)
+            if isinstance(rows, MemoryRows):
+                centers, n_iter, converged = lloyd(rows, centers, self.max_iter)
+                # Single-sample moves on every row (a few block passes); dask
+                # rows end on Lloyd's fixed point, which the certificate's
+                # single-move condition may then refuse.
+                centers = hartigan(
+                    rows.X, rows.w, centers, rows.offset, rows.x_sq,
+                    max_iter=self.max_iter,
+                )[0]  # fmt: skip
+            else:
+                centers, n_iter, converged = rows_lloyd(rows, centers, self.max_iter)
             sigma, certified = certify(rows, centers, result.sigma)
         else:
             sigma = result.sigma
