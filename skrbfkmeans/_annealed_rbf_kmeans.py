@@ -188,8 +188,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         stage continues from there.
     certified_ : bool
         Whether the final centres are proven to be an exact Lloyd fixed
-        point: every margin is at least ``4 sigma_^2`` and a Lloyd step leaves
-        the centres unchanged to rounding.
+        point that no single-sample move improves: every margin is at least
+        ``4 sigma_^2``, a Lloyd step leaves the centres unchanged to
+        rounding, and moving any one sample to another cluster does not
+        lower the distortion (checked by explicit differences, with a
+        rounding bound that can only refuse).
     sigma_path_ : ndarray of shape (n_stages,)
         Width of each stage, strictly decreasing; the last is ``sigma_``.
     centers_path_ : ndarray of shape (n_stages, n_clusters, n_features)
