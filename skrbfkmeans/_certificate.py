@@ -38,6 +38,26 @@ def _explicit_distances(Xb, centers):
     return np.einsum("ijf,ijf->ij", diff, diff)
 
 
+def _weighted_blocks(X, sample_weight, C):
+    """Yield ``(rows, weights, D)`` for the rows of positive weight, by blocks.
+
+    The rows and weights are float64; ``D`` their explicit squared distances
+    to the centres ``C``, in blocks of at most ``_BLOCK_BYTES`` of
+    differences.
+    """
+    n_clusters, n_features = C.shape
+    step = max(1, _BLOCK_BYTES // (8 * max(1, n_clusters * n_features)))
+    for start in range(0, X.shape[0], step):
+        sl = slice(start, min(start + step, X.shape[0]))
+        w = np.asarray(sample_weight[sl], dtype=np.float64)
+        keep = w > 0
+        if not keep.any():
+            continue
+        Xb = X[sl].toarray() if sp.issparse(X) else X[sl]
+        Xb = np.asarray(Xb, dtype=np.float64)[keep]
+        yield Xb, w[keep], _explicit_distances(Xb, C)
+
+
 def explicit_block(X, sample_weight, centers):
     """Explicit margin bound and cluster sums of one block of rows.
 
@@ -54,17 +74,7 @@ def explicit_block(X, sample_weight, centers):
     margin = np.inf
     N = np.zeros(n_clusters)
     S = np.zeros((n_clusters, n_features))
-    step = max(1, _BLOCK_BYTES // (8 * max(1, n_clusters * n_features)))
-    for start in range(0, n_samples, step):
-        sl = slice(start, min(start + step, n_samples))
-        w = np.asarray(sample_weight[sl], dtype=np.float64)
-        keep = w > 0
-        if not keep.any():
-            continue
-        Xb = X[sl].toarray() if sp.issparse(X) else X[sl]
-        Xb = np.asarray(Xb, dtype=np.float64)[keep]
-        w = w[keep]
-        D = _explicit_distances(Xb, C)
+    for Xb, w, D in _weighted_blocks(X, sample_weight, C):
         labels = np.argmin(D, axis=1)
         if n_clusters > 1:
             two = np.partition(D, 1, axis=1)[:, :2]
@@ -118,17 +128,7 @@ def single_move_block(X, sample_weight, centers, N, shift):
         return True
     eps = np.finfo(np.float64).eps
     N = np.asarray(N, dtype=np.float64)
-    step = max(1, _BLOCK_BYTES // (8 * max(1, n_clusters * n_features)))
-    for start in range(0, X.shape[0], step):
-        sl = slice(start, min(start + step, X.shape[0]))
-        w = np.asarray(sample_weight[sl], dtype=np.float64)
-        keep = w > 0
-        if not keep.any():
-            continue
-        Xb = X[sl].toarray() if sp.issparse(X) else X[sl]
-        Xb = np.asarray(Xb, dtype=np.float64)[keep]
-        w = w[keep]
-        D = _explicit_distances(Xb, C)
+    for _, w, D in _weighted_blocks(X, sample_weight, C):
         rows = np.arange(D.shape[0])
         a = np.argmin(D, axis=1)
         # Each distance to a centre is within ``err`` of the distance to the
