@@ -59,8 +59,8 @@ class AnnealingSchedule:
     cooling : float, default=0.9
         Factor in ``(0, 1)`` applied to the width at each step: smaller cools
         faster. ``0.9`` halves the width in about 7 steps and divides it by
-        100 in about 44. (AnnealedRBFKMeans's ``cooling`` applies to
-        ``sigma^2``: its default 0.9 is about 0.95 on the width.)
+        100 in about 44. AnnealedRBFKMeans's ``cooling`` applies to
+        ``sigma^2``: its default 0.9 is about 0.95 on the width.
     sigma_end : float, default=None
         Smallest width: the schedule stops there even if some rows are not
         one-hot. None: no floor, only the one-hot test stops it.
