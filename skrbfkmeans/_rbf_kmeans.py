@@ -7,7 +7,7 @@ from sklearn.base import (
     _fit_context,
 )
 from sklearn.utils import check_array, check_random_state
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import Hidden, Interval, StrOptions
 from sklearn.utils.validation import (
     _is_arraylike_not_scalar,
 )
@@ -203,7 +203,12 @@ class RBFKMeans(_BaseRBFKMeans):
         **_BaseRBFKMeans._parameter_constraints,
         "sigma": [Interval(Real, 0, None, closed="left"), StrOptions({"auto"})],
         "activation": [StrOptions(set(ACTIVATIONS))],
-        "algorithm": [StrOptions({"lloyd", "elkan", "hartigan"})],
+        # "hartigan" goes beyond KMeans: left out of the error message, which
+        # stays KMeans's word for word.
+        "algorithm": [
+            StrOptions({"lloyd", "elkan"}),
+            Hidden(StrOptions({"hartigan"})),
+        ],
     }
 
     def __init__(
