@@ -13,12 +13,14 @@ Lloyd fixed point too (``Delta >= 0`` for every ``b`` implies ``x`` is
 nearest its own mean), so its fixed points are a subset of Lloyd's
 (Telgarsky & Vattani, AISTATS 2010).
 
-The exact method moves one sample at a time. Here a pass computes every
-sample's best move in row blocks (one pass of partial distances, as a Lloyd
-iteration) and applies, best first, moves whose clusters are all distinct:
-no applied move changes the mean of another's cluster, so each lowers the
-distortion by its own ``Delta``, as the sequential method would. The moves
-are confirmed by explicit differences in float64 before they are applied.
+The exact method moves one sample at a time, which in NumPy would cost a
+pass over the data per move. Here a pass computes every sample's best move
+in row blocks (one pass of partial distances, as a Lloyd iteration) to find
+the candidates; then, best first, each candidate's best move is recomputed
+by explicit float64 differences at the current means (the earlier moves of
+the pass included) and made if it lowers the distortion: each move made is
+a step of the sequential method, so each lowers the distortion by its own
+``Delta``.
 """
 
 from numbers import Integral
@@ -88,40 +90,51 @@ def best_moves(X, w, labels, centers, N, offset, x_sq):
         wb = np.asarray(w[sl], dtype=np.float64)
         lab = labels[sl]
         rows = np.arange(lab.size)
-        d = np.maximum(E.astype(np.float64) + x_sq[sl, None], 0.0)
+        # In place on the block's partial distances (the candidates only
+        # need the engine's precision: explicit differences confirm them).
+        J = E
+        J += x_sq[sl, None]
+        np.maximum(J, 0, out=J)
+        d_own = J[rows, lab].astype(np.float64)
         own = N[lab]
         rest = own - wb
         # Leaving a cluster that the sample alone weighs leaves it empty:
         # its distortion drops by 0 (the sample sits on its mean).
         with np.errstate(divide="ignore", invalid="ignore"):
-            leave = np.where(rest > 0, own / rest, 0.0) * d[rows, lab]
-            join = N[None, :] / (N[None, :] + wb[:, None]) * d
-        join[rows, lab] = np.inf
-        b = np.argmin(join, axis=1)
-        gain = wb * (join[rows, b] - leave)
+            leave = np.where(rest > 0, own / rest, 0.0) * d_own
+            if wb.size and wb.min() == wb.max():
+                # Equal weights (the usual case): one factor per cluster.
+                J *= (N / (N + wb[0])).astype(J.dtype)
+            else:
+                J *= (N[None, :] / (N[None, :] + wb[:, None])).astype(J.dtype)
+        J[rows, lab] = np.inf
+        b = np.argmin(J, axis=1)
+        join = J[rows, b].astype(np.float64)
+        gain = wb * (join - leave)
         gain[~(wb > 0)] = np.inf
         delta[sl], target[sl] = gain, b
-        size[sl] = wb * (join[rows, b] + leave)
+        size[sl] = wb * (join + leave)
 
     BlockPlan(X, centers, offset).map(block)
     return delta, size, target
 
 
-def _explicit_delta(x, w, a, b, N, means):
-    """``Delta`` of moving ``x`` from ``a`` to ``b`` by explicit differences.
+def _explicit_best(x, w, a, N, means):
+    """Return the best move of ``x`` (in cluster ``a``), explicitly.
 
-    ``x`` and ``means`` are centred on the same offset.
-
-    Returns ``(delta, slack)``: the change and the rounding bound it must
-    exceed (``_ULPS`` ulps of the two terms).
+    ``x`` and ``means`` are centred on the same offset. Returns
+    ``(b, delta, slack)``: the cluster whose move changes the distortion the
+    most, that change, and the rounding bound it must exceed (``_ULPS`` ulps
+    of the two terms compared).
     """
-    da = float(np.sum((x - means[a]) ** 2))
-    db = float(np.sum((x - means[b]) ** 2))
+    d = np.sum((x - means) ** 2, axis=1)
     rest = N[a] - w
-    leave = w * N[a] / rest * da if rest > 0 else 0.0
-    join = w * N[b] / (N[b] + w) * db
+    leave = w * N[a] / rest * d[a] if rest > 0 else 0.0
+    join = w * N / (N + w) * d
+    join[a] = np.inf
+    b = int(np.argmin(join))
     eps = np.finfo(np.float64).eps
-    return join - leave, _ULPS * (x.size + 2) * eps * (join + leave)
+    return b, join[b] - leave, _ULPS * (x.size + 2) * eps * (join[b] + leave)
 
 
 def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
@@ -159,10 +172,12 @@ def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
     Stopping rule: a pass finds no sample whose move lowers the distortion
     by more than the rounding of explicit float64 differences (``_ULPS``
     ulps of the compared terms). Cost per pass: one block pass of partial
-    distances (``O(n k d)``, as a Lloyd iteration), explicit differences for
-    the candidate moves, and at most ``k / 2`` moves applied (distinct
-    clusters); the means of the clusters a move touches are updated from
-    running float64 sums, recomputed exactly from the labels at the end.
+    distances (``O(n k d)``, as a Lloyd iteration) to find the candidates
+    (samples whose move may gain, by those distances with room for their
+    rounding), then ``O(k d)`` explicit differences per candidate, whose
+    best move at the current means is made when it gains; the means of the
+    two clusters a move touches are updated from running float64 sums,
+    recomputed exactly from the labels at the end of the pass.
     """
     dtype = centers.dtype
     n_clusters = centers.shape[0]
@@ -184,25 +199,24 @@ def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
         room = np.sqrt(np.finfo(dtype).eps) * size
         cand = np.flatnonzero(delta < room)
         cand = cand[np.lexsort((cand, delta[cand]))]
-        used = np.zeros(n_clusters, dtype=bool)
         moved = 0
         for i in cand:
-            a, b = labels[i], target[i]
-            if used[a] or used[b]:
-                continue
+            # Sequentially, as Hartigan's method: each candidate's best move
+            # at the current means (earlier moves of this pass included).
             x, wi = _row(X, i, offset), float(w[i])
-            change, slack = _explicit_delta(x, wi, a, b, N, means)
+            a = labels[i]
+            b, change, slack = _explicit_best(x, wi, a, N, means)
             if not change < -slack:
                 continue
             S[a] -= wi * x
             N[a] -= wi
             S[b] += wi * x
             N[b] += wi
+            for j in (a, b):
+                if N[j] > 0:
+                    means[j] = S[j] / N[j]
             labels[i] = b
-            used[a] = used[b] = True
             moved += 1
-            if used.all():
-                break
         if not moved:
             converged = True
             break
@@ -286,12 +300,12 @@ def kmeans_hartigan(X, centers, *, sample_weight=None, max_iter=300):
     Lloyd's algorithm compares the plain distances, so a Lloyd fixed point
     can hold samples whose move still gains; a solution where no move gains
     is a Lloyd fixed point too [1]_. Hartigan's method [2]_ moves one sample
-    at a time; here a pass computes every sample's best move in blocks (one
-    pass of distances, as a Lloyd iteration) and applies the best moves
-    whose clusters are all distinct, so that each lowers the distortion by
-    exactly its own change. Moves are confirmed by explicit float64
-    differences and must gain more than their rounding (a few ulps of the
-    terms compared). Deterministic and independent of the thread count.
+    at a time; here a pass finds the candidates in blocks (one pass of
+    distances, as a Lloyd iteration), then takes them in turn, best first,
+    as the sequential method does: each candidate's best move at the current
+    means, by explicit float64 differences, is made when it gains more than
+    its rounding (a few ulps of the terms compared). Deterministic and
+    independent of the thread count.
 
     References
     ----------
