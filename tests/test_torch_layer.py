@@ -33,25 +33,7 @@ from skrbfkmeans.torch import (  # noqa: E402
 )
 
 ACTIVATIONS = ["softmax", "entmax15"]
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(
-            not torch.cuda.is_available(), reason="no CUDA device"
-        ),
-    ),
-]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    # Small tensors: a second thread only adds synchronisation (7x slower on a
-    # busy 2-core machine).
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
+from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
 
 
 def _blobs(seed, n_per_blob=50, side=8.0):

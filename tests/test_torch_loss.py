@@ -28,26 +28,9 @@ from skrbfkmeans.torch._loss import (  # noqa: E402
     working_units,
 )
 
+from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
+
 ACTIVATIONS = ["softmax", "entmax15"]
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(
-            not torch.cuda.is_available(), reason="no CUDA device"
-        ),
-    ),
-]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    # Small tensors: a second thread only adds synchronisation.
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
-
 
 WIDTHS = [1e-8, 1e-4, 1e-2, 0.3, 1.0, 3.0, 1e2, 1e4, 1e8]
 

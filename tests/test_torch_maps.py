@@ -16,30 +16,11 @@ torch = pytest.importorskip(
     "torch", reason='PyTorch not installed (pip install "skrbfkmeans[torch]")'
 )
 
+from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
 from skrbfkmeans.torch import entmax15, entmax_bisect, sparsemax  # noqa: E402
-
-DEVICES = [
-    "cpu",
-    pytest.param(
-        "cuda",
-        marks=pytest.mark.skipif(
-            not torch.cuda.is_available(), reason="no CUDA device"
-        ),
-    ),
-]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    # Small tensors: a second thread only adds synchronisation.
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
-
 
 # name -> (torch map, NumPy map, alpha)
 MAPS = {
