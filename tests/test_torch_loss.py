@@ -18,6 +18,7 @@ torch = pytest.importorskip(
     "torch", reason='PyTorch not installed (pip install "skrbfkmeans[torch]")'
 )
 
+from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
@@ -27,8 +28,6 @@ from skrbfkmeans.torch._loss import (  # noqa: E402
     temperature,
     working_units,
 )
-
-from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
 
 ACTIVATIONS = ["softmax", "entmax15"]
 
