@@ -4,7 +4,10 @@ Imported by ``test_torch_*.py`` after ``pytest.importorskip("torch")``.
 """
 
 import pytest
-import torch
+
+torch = pytest.importorskip(
+    "torch", reason='PyTorch not installed (pip install "skrbfkmeans[torch]")'
+)
 
 # The CPU, and CUDA where there is a device (its results must match the CPU's
 # within float tolerance).
