@@ -87,6 +87,36 @@ def test_maps_match_numpy(name, scale, dim, global_random_seed):
     assert_allclose(P.sum(dim).numpy(), 1.0, rtol=0, atol=8 * np.finfo(float).eps)
 
 
+@pytest.mark.parametrize("scale", [1e-300, 0.25, 2.0, 1e300], ids=lambda s: f"x{s:g}")
+def test_entmax15_dense_slices_match_numpy(scale, global_random_seed):
+    # Check that slices with more candidates than _NEWTON_CANDIDATES (their
+    # threshold from Newton's iteration, not a sort) equal the NumPy map in
+    # float64, with ties, masks and a mix of dense and one-hot slices, and
+    # that their backward is the NumPy Jacobian-vector product.
+    from skrbfkmeans.torch._maps import _NEWTON_CANDIDATES
+
+    rng = np.random.default_rng(global_random_seed)
+    k = 4 * _NEWTON_CANDIDATES
+    Z = np.concatenate(
+        [
+            rng.uniform(-0.5, 0, (6, k)),  # every entry a candidate
+            np.round(rng.uniform(-1, 0, (4, k)), 1),  # ties
+            _scores("masked", rng, 4, k) * 0.3,
+            _scores("random", rng, 4, k) * 50.0,  # nearly one-hot
+        ]
+    )
+    Z = Z * scale
+    z = torch.from_numpy(Z).requires_grad_()
+    P = entmax15(z)
+    expected = skrbfkmeans.entmax15(Z)
+    assert_allclose(P.detach().numpy(), expected, rtol=RTOL, atol=1e-14)
+    assert_array_equal(P.detach().numpy() > 0, expected > 0)
+    G = rng.standard_normal(Z.shape)
+    P.backward(torch.from_numpy(G))
+    expected_grad = skrbfkmeans.entmax_backward(P.detach().numpy(), G, alpha=1.5)
+    assert_allclose(z.grad.numpy(), expected_grad, rtol=RTOL, atol=1e-13)
+
+
 @pytest.mark.parametrize("name", list(MAPS))
 def test_backward_matches_numpy(name, global_random_seed):
     # Check that the autograd backward equals skrbfkmeans.entmax_backward

@@ -87,17 +87,18 @@ def _entmax15_threshold(u, dim):
     lies above it. The closed form is then taken once more relative to that
     first ``tau``, as the NumPy kernel ends its Newton iteration: entries
     measured from a point near the threshold are about ``sqrt(p)``, and their
-    spread no longer cancels.
+    spread no longer cancels. Slices with more than ``_NEWTON_CANDIDATES``
+    candidates get their first estimate from Newton's iteration instead.
     """
-    us = _candidates(u, dim)
-    rho = _arange_along(us.shape[dim], dim, us.dim(), us)
-    mean = us.cumsum(dim) / rho
-    ss = rho * ((us * us).cumsum(dim) / rho - mean * mean)
-    tau = mean - ((1.0 - ss) / rho).clamp(min=0.0).sqrt()
-    # At least 1 (the largest score is always in the support): NaN slices
-    # would count 0.
-    size = (tau <= us).sum(dim=dim, keepdim=True).clamp(min=1)
-    tau = tau.gather(dim, size - 1)
+    k = u.shape[dim]
+    m = int((u > -1.0).sum(dim=dim).amax()) if u.numel() else k
+    if m > _NEWTON_CANDIDATES:
+        # Many candidates (dense rows): Newton's iteration on the threshold,
+        # a few passes over the slice, costs less than sorting it.
+        tau, us = _entmax15_newton(u, dim), u
+    else:
+        us = _candidates(u, dim)
+        tau = _entmax15_sorted(us, dim)
     # Refinement on the support, relative to the first estimate.
     v = (us - tau).clamp(min=0.0)
     s = (v > 0).sum(dim=dim, keepdim=True).clamp(min=1).to(u.dtype)
@@ -106,6 +107,46 @@ def _entmax15_threshold(u, dim):
     m = a / s
     delta = (1.0 - (b - a * m).clamp(min=0.0)) / s
     return tau + m - delta.clamp(min=0.0).sqrt()
+
+
+# Above this many candidates in a slice, the threshold of entmax-1.5 comes
+# from Newton's iteration instead of a sort (measured on 4096 x 512 float32
+# rows on one thread: a sort or top-k of about 300 candidates per row took
+# most of the map's time).
+_NEWTON_CANDIDATES = 16
+
+
+def _entmax15_newton(u, dim):
+    """Threshold of entmax-1.5 by Newton's iteration from below.
+
+    ``f(tau) = sum_j [u_j - tau]_+^2 - 1`` is convex and decreasing, and
+    ``f(-1) >= 0`` for shifted scores (maximum 0): Newton's steps from -1
+    increase ``tau`` without passing the root and converge quadratically.
+    Stops when no step exceeds a few ulps of 1 (``tau`` lies in ``[-1, 0)``),
+    or after 64 steps; the caller refines it on its support.
+    """
+    tau = torch.full_like(u.narrow(dim, 0, 1), -1.0)
+    tiny = 4.0 * torch.finfo(u.dtype).eps
+    for _ in range(64):
+        v = (u - tau).clamp(min=0.0)
+        f = (v * v).sum(dim=dim, keepdim=True) - 1.0
+        step = f / (2.0 * v.sum(dim=dim, keepdim=True))
+        tau = tau + step.clamp(min=0.0)
+        if not bool((step > tiny).any()):
+            break
+    return tau
+
+
+def _entmax15_sorted(us, dim):
+    """First threshold estimate from the sorted candidates ``us``."""
+    rho = _arange_along(us.shape[dim], dim, us.dim(), us)
+    mean = us.cumsum(dim) / rho
+    ss = rho * ((us * us).cumsum(dim) / rho - mean * mean)
+    tau = mean - ((1.0 - ss) / rho).clamp(min=0.0).sqrt()
+    # At least 1 (the largest score is always in the support): NaN slices
+    # would count 0.
+    size = (tau <= us).sum(dim=dim, keepdim=True).clamp(min=1)
+    return tau.gather(dim, size - 1)
 
 
 def _sparsemax_threshold(u, dim):
