@@ -374,14 +374,27 @@ def _softmax_energy(D, d_min, T, inv_T, weights, scratch):
 
 
 def _entmax_energy(R, D, d_min, T, W, ones):
-    """Per-row entmax-1.5 free energy ``<r, d> + T (H_max - H_1.5(r))``."""
-    h_max = (4.0 / 3.0) * (1.0 - R.shape[1] ** -0.5)
+    """Per-row entmax-1.5 free energy ``<r, d> + T (H_max - H_1.5(r))``.
+
+    The entropy gap ``H_max - H_1.5(r) = (4/3) (sum_j r_j^1.5 - c)`` (``c =
+    k^-1/2``) is a difference of nearly equal terms near the uniform row,
+    where a large ``T`` multiplies its rounding (relative errors of 2e-10 at
+    widths of 1e4 times the data's scale, over 1% at 1e8). With ``delta_j =
+    sqrt(r_j) - c`` and ``sum_j r_j = 1`` it is ``2 c sum_j delta_j^2 + (4/3)
+    sum_j delta_j^3`` exactly, a sum of small terms; one-hot rows take the
+    exact ``H_max``.
+    """
+    c = R.shape[1] ** -0.5
     # At extreme widths the entropy terms underflow to 0: their value at
     # working precision.
     with np.errstate(under="ignore"):
         np.sqrt(R, out=W)
-        W *= R
-        gap = h_max - (4.0 / 3.0) * (1.0 - row_sums(W, ones))
+        W -= c
+        W2 = W * W
+        gap = 2.0 * c * row_sums(W2, ones)
+        W2 *= W
+        gap += (4.0 / 3.0) * row_sums(W2, ones)
+        gap[R.max(axis=1) == 1.0] = (4.0 / 3.0) * (1.0 - c)
         return d_min + np.einsum("ij,ij->i", R, D) + T * gap
 
 

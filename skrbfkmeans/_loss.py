@@ -113,8 +113,10 @@ def rbf_kmeans_loss(
     >>> centers = np.array([[0.0, 1.0], [10.0, 1.0]])
     >>> loss, grad_centers, grad_X = rbf_kmeans_loss(
     ...     X, centers, sigma=0.1, activation="entmax15", return_gradient=True)
-    >>> loss  # the K-Means distortion: every sample is exactly one-hot
-    4.0
+    >>> J = 4.0  # the K-Means distortion: every sample is exactly one-hot
+    >>> T, W, h_max = 2 * 0.1**2, 4.0, (4 / 3) * (1 - 2**-0.5)
+    >>> bool(np.isclose(loss, J + T * W * h_max, rtol=1e-15))  # plus the constant
+    True
     >>> grad_centers
     array([[0., 0.],
            [0., 0.]])
