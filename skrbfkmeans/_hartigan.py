@@ -31,6 +31,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 
 from ._assign import BlockPlan
 from ._engine import labels_inertia, squared_norms
+from ._lloyd import _nearest
 from ._loss import check_data_centers
 from ._scaling import working_units
 from ._threads import one_blas_thread
@@ -137,7 +138,7 @@ def _explicit_best(x, w, a, N, means):
     return b, join[b] - leave, _ULPS * (x.size + 2) * eps * (join[b] + leave)
 
 
-def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
+def hartigan(X, w, centers, offset, x_sq, *, max_iter=300):
     """Single-sample moves from the partition of ``centers`` until none gains.
 
     Parameters
@@ -150,8 +151,8 @@ def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
         The starting solution; the samples start at their nearest centre.
     offset : ndarray of shape (n_features,)
         The engine's centring offset.
-    x_sq : ndarray of shape (n_samples,), default=None
-        ``squared_norms(X, offset)``, computed when None.
+    x_sq : ndarray of shape (n_samples,)
+        ``squared_norms(X, offset)``.
     max_iter : int, default=300
         Most passes.
 
@@ -182,9 +183,7 @@ def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
     dtype = centers.dtype
     n_clusters = centers.shape[0]
     offset = np.asarray(offset, dtype=np.float64)
-    if x_sq is None:
-        x_sq = squared_norms(X, offset.astype(dtype))
-    labels = _nearest(X, centers, offset.astype(dtype))
+    labels = _nearest(X, centers, offset.astype(dtype))[0].astype(np.int32)
     N, S = cluster_sums(X, w, labels, offset, n_clusters)
     means = _means(N, S, centers, offset)
     n_moves, converged = 0, n_clusters < 2
@@ -229,19 +228,8 @@ def hartigan(X, w, centers, offset, x_sq=None, *, max_iter=300):
     # nearest final centre, as every other sample has.
     idle = ~(np.asarray(w) > 0)
     if idle.any():
-        labels[idle] = _nearest(X, centers, offset.astype(dtype))[idle]
+        labels[idle] = _nearest(X, centers, offset.astype(dtype))[0][idle]
     return centers, labels.astype(np.int32), n_moves, converged
-
-
-def _nearest(X, centers, offset):
-    """Nearest centre of every row (the engine's distances)."""
-    labels = np.empty(X.shape[0], dtype=np.int32)
-
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-
-    BlockPlan(X, centers, offset).map(block)
-    return labels
 
 
 @validate_params(
