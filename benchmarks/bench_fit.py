@@ -31,7 +31,7 @@ from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_limits
 
 from skrbfkmeans._base import _auto_sigma
-from skrbfkmeans._engine import data_offset, squared_norms
+from skrbfkmeans._engine.passes import data_offset, squared_norms
 from skrbfkmeans._rows import MemoryRows, em_fixed_sigma
 
 

@@ -45,8 +45,8 @@ from threadpoolctl import threadpool_limits
 
 from skrbfkmeans import RBFKMeans
 from skrbfkmeans._dask import DaskRows
-from skrbfkmeans._engine import data_offset, m_step, squared_norms
-from skrbfkmeans._engine import statistics as stats_pass
+from skrbfkmeans._engine.passes import data_offset, m_step, squared_norms
+from skrbfkmeans._engine.passes import statistics as stats_pass
 
 
 def distributed_wait(X):

@@ -15,7 +15,7 @@ def _run():
         signal.SIGINT, lambda signum, frame: received.append(signum)
     )
     try:
-        from ._cli import main
+        from ._cli.main import main
     finally:
         signal.signal(signal.SIGINT, previous)
     if received:

@@ -40,7 +40,7 @@ import numpy as np
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
 
-from ._engine import free_energy, labels_margins, m_step, moments, statistics
+from ._engine.passes import free_energy, labels_margins, m_step, moments, statistics
 from ._hartigan import hartigan
 from ._lloyd import kmeans_lloyd, lloyd
 from ._polish import polish as polish_search

@@ -8,7 +8,9 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _is_arraylike_not_scalar
 
-from . import _dask, _dask_fit
+from . import _dask
+
+from . import _dask_fit
 from ._anneal import (
     anneal,
     anneal_auto,
@@ -17,16 +19,16 @@ from ._anneal import (
     first_critical_sigma,
     kmeans_from_init,
 )
-from ._assign import ACTIVATIONS
+from ._engine.blocks import ACTIVATIONS
 from ._base import _BaseRBFKMeans, _tolerance, all_or_nothing
 from ._dask import sample_size
-from ._engine import squared_norms
+from ._engine.passes import squared_norms
 from ._hartigan import hartigan
 from ._lloyd import lloyd
 from ._rows import MemoryRows, certify, weight_sample
 from ._rows import lloyd as rows_lloyd
 from ._scaling import Units
-from ._threads import one_blas_thread
+from ._engine.threads import one_blas_thread
 from ._validation import warn_user
 
 

@@ -33,8 +33,8 @@ from sklearn.utils.validation import (
 )
 
 from . import _dask
-from ._assign import centred_rows
-from ._engine import (
+from ._engine.blocks import centred_rows
+from ._engine.passes import (
     column_mean_variance,
     data_offset,
     labels_inertia,
@@ -42,7 +42,7 @@ from ._engine import (
     squared_norms,
 )
 from ._scaling import Units, scaled, working_units
-from ._threads import one_blas_thread
+from ._engine.threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight, warn_user
 from ._version import __version__
 

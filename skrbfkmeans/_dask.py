@@ -20,7 +20,7 @@ from ._certificate import (
     fixed_point_test,
     single_move_block,
 )
-from ._engine import (
+from ._engine.passes import (
     free_energy,
     labels_inertia,
     labels_margins,
@@ -30,7 +30,7 @@ from ._engine import (
 )
 from ._rows import draw_rows, weight_points
 from ._scaling import centred_magnitude, check_representable, safe_scale
-from ._threads import one_blas_thread
+from ._engine.threads import one_blas_thread
 from ._validation import check_n_samples, check_some_weight, check_weight_total
 
 INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'

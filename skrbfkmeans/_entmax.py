@@ -16,7 +16,7 @@ import numbers
 
 import numpy as np
 
-from ._entmax_rows import (
+from ._engine.entmax_rows import (
     _bisect_threshold,
     _blocks,
     _default_n_iter,

@@ -29,12 +29,12 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._assign import BlockPlan
-from ._engine import labels_inertia, squared_norms
+from ._engine.blocks import BlockPlan
+from ._engine.passes import labels_inertia, squared_norms
 from ._lloyd import _nearest
 from ._loss import check_data_centers
 from ._scaling import working_units
-from ._threads import one_blas_thread
+from ._engine.threads import one_blas_thread
 from ._validation import check_n_samples
 
 # A move must lower the distortion by more than this many ulps of the terms

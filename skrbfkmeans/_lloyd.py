@@ -30,9 +30,9 @@ with fewer distinct groups than clusters) are left to it.
 import numpy as np
 import scipy.sparse as sp
 
-from ._assign import BlockPlan, PreparedCenters, pooled_empty
-from ._blas import matmul
-from ._engine import m_step
+from ._engine.blocks import BlockPlan, PreparedCenters, pooled_empty
+from ._engine.blas import matmul
+from ._engine.passes import m_step
 from ._rows import em_fixed_sigma
 
 # An incremental step that would compute more than this share of a full

@@ -6,10 +6,10 @@ import numpy as np
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
-from ._assign import ACTIVATIONS
-from ._engine import free_energy, gradients, squared_norms
+from ._engine.blocks import ACTIVATIONS
+from ._engine.passes import free_energy, gradients, squared_norms
 from ._scaling import scaled, working_units
-from ._threads import one_blas_thread
+from ._engine.threads import one_blas_thread
 from ._validation import check_sample_weight
 
 

@@ -17,13 +17,13 @@ from sklearn.utils._param_validation import (
     validate_params,
 )
 
-from ._blas import matmul
-from ._engine import labels_inertia, labels_margins, squared_norms
+from ._engine.blas import matmul
+from ._engine.passes import labels_inertia, labels_margins, squared_norms
 from ._lloyd import IncrementalLloyd
 from ._loss import check_data_centers
 from ._rows import MemoryRows
 from ._scaling import working_units
-from ._threads import one_blas_thread
+from ._engine.threads import one_blas_thread
 from ._validation import check_n_samples, warn_user
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.

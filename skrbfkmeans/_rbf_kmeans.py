@@ -12,14 +12,16 @@ from sklearn.utils.validation import (
     _is_arraylike_not_scalar,
 )
 
-from . import _dask, _dask_fit
-from ._assign import ACTIVATIONS
+from . import _dask
+
+from . import _dask_fit
+from ._engine.blocks import ACTIVATIONS
 from ._base import _auto_sigma, _BaseRBFKMeans, _tolerance, all_or_nothing
 from ._hartigan import hartigan
 from ._lloyd import kmeans_lloyd
 from ._rows import MemoryRows, em_fixed_sigma
 from ._stream import online_em_step
-from ._threads import one_blas_thread
+from ._engine.threads import one_blas_thread
 from ._validation import check_n_samples, check_sample_weight
 
 

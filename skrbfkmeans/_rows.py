@@ -25,7 +25,7 @@ the certificate are written once, against either.
 import numpy as np
 
 from ._certificate import explicit_fixed_point
-from ._engine import (
+from ._engine.passes import (
     free_energy,
     labels_inertia,
     labels_margins,

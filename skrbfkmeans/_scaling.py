@@ -25,8 +25,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ._assign import centred_rows
-from ._engine import column_mean_variance, data_offset
+from ._engine.blocks import centred_rows
+from ._engine.passes import column_mean_variance, data_offset
 
 # The mean is far from the origin beyond 2^10 standard deviations.
 _FAR = 2.0**20

@@ -12,7 +12,7 @@ point of the expected free energy).
 import numpy as np
 import scipy.sparse as sp
 
-from ._engine import m_step, squared_norms, statistics
+from ._engine.passes import m_step, squared_norms, statistics
 
 # rho_t = ((t + BURN_IN - 1) / BURN_IN)^(-DECAY). Any exponent in (0.5, 1]
 # satisfies the Robbins-Monro conditions; Cappe & Moulines found values near

@@ -717,7 +717,7 @@ def test_n_iter_counts_the_final_lloyd_run():
     # Check n_iter_'s KMeans meaning: the Lloyd iterations from the annealed
     # centres (the path's last stage) to the final ones, at most max_iter;
     # n_iter_total_ counts every stage too.
-    from skrbfkmeans._engine import data_offset
+    from skrbfkmeans._engine.passes import data_offset
     from skrbfkmeans._rows import MemoryRows
     from skrbfkmeans._rows import lloyd as plain_lloyd
 

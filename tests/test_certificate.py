@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import skrbfkmeans._rows as rows_module
 from skrbfkmeans import AnnealedRBFKMeans
 from skrbfkmeans._certificate import explicit_fixed_point
-from skrbfkmeans._engine import data_offset, squared_norms
+from skrbfkmeans._engine.passes import data_offset, squared_norms
 from skrbfkmeans._rows import MemoryRows, certify
 
 

@@ -28,7 +28,7 @@ from sklearn.datasets import make_blobs
 from threadpoolctl import threadpool_limits
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
-from skrbfkmeans._cli import main, write_atomic
+from skrbfkmeans._cli.main import main, write_atomic
 
 X_BLOBS = make_blobs(n_samples=40, centers=3, cluster_std=0.5, random_state=0)[0]
 # repr of a Python float reads back bit for bit.
@@ -93,7 +93,7 @@ SUBPROCESS_BAD = {
 # process signals itself half-way through writing the output.
 SIGNAL_CODE = """
 import csv, os, signal, sys, time
-from skrbfkmeans._cli import main
+from skrbfkmeans._cli.main import main
 
 # As a shell starts it, whatever the test runner ignores.
 signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -716,7 +716,7 @@ def test_read_only_output_needs_force(tmp_path, monkeypatch, capsys):
 def test_reproduce_read_only_output(tmp_path, monkeypatch, capsys):
     # Check that reproduce refuses a read-only convergence.csv before it
     # runs the experiment, not after.
-    from skrbfkmeans import _reproduce
+    from skrbfkmeans._cli import reproduce as _reproduce
 
     def run_experiment(*args):
         raise AssertionError("the experiment ran")
@@ -748,7 +748,7 @@ def test_library_errors_are_one_line(tmp_path, monkeypatch, capsys, exc, line):
     # Check that a ValueError or OSError from the libraries underneath, which
     # no check of the command foresaw, is one error line with exit status 2,
     # not a traceback.
-    from skrbfkmeans import _reproduce
+    from skrbfkmeans._cli import reproduce as _reproduce
 
     def run_experiment(*args):
         raise exc
@@ -783,7 +783,7 @@ runpy.run_module("skrbfkmeans", run_name="__main__", alter_sys=True)
         "numpy",
         "datetime",
         "numpy.linalg",
-        "skrbfkmeans._cli_parser",
+        "skrbfkmeans._cli.parser",
     ],
 )
 def test_ctrl_c_while_loading_is_one_line(module):
@@ -844,7 +844,7 @@ def test_output_name_too_long_fails_before_the_fit(
     # Check that an output name longer than the file system allows is one
     # line of error naming the option and the file, found before the fit
     # (it was found after it, when the temporary file was made).
-    from skrbfkmeans import _cli_commands
+    from skrbfkmeans._cli import commands as _cli_commands
 
     def no_fit(est, X):
         raise AssertionError("the fit ran before the output names were checked")

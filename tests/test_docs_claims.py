@@ -17,7 +17,7 @@ import pytest
 from numpy.testing import assert_array_equal
 
 from skrbfkmeans import RBFKMeans, kmeans_polish
-from skrbfkmeans._reproduce import ACTIVATIONS, run_experiment, summarize
+from skrbfkmeans._cli.reproduce import ACTIVATIONS, run_experiment, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -600,7 +600,7 @@ def test_many_blocks_of_mostly_one_hot_rows(
     # Check the pooling of threshold searches across row blocks: one-hot
     # rows (gap above 2) with a dense row every few rows, over many blocks
     # of 64 rows, against the sort oracle row for row.
-    import skrbfkmeans._entmax_rows as rows_module
+    import skrbfkmeans._engine.entmax_rows as rows_module
 
     monkeypatch.setattr(rows_module, "_BLOCK_ELEMENTS", 64 * 64)
     rng = np.random.default_rng(global_random_seed)

@@ -17,8 +17,8 @@ from _rbf_oracle import dense64, distortion, responsibilities, sq_distances
 from numpy.testing import assert_allclose
 from scipy.special import softmax
 
-from skrbfkmeans._assign import PreparedCenters, ScaledCenters, temperature
-from skrbfkmeans._engine import (
+from skrbfkmeans._engine.blocks import PreparedCenters, ScaledCenters, temperature
+from skrbfkmeans._engine.passes import (
     data_offset,
     free_energy,
     squared_norms,
@@ -218,7 +218,7 @@ def test_scaled_centres_refused_where_they_would_overflow(sigma):
 def test_statistics_only_pass_takes_the_fast_path(monkeypatch):
     # Check that the comparisons above compare two different code paths:
     # statistics alone go through softmax_weights, the gradient does not.
-    import skrbfkmeans._block_stats as block_stats
+    import skrbfkmeans._engine.block_stats as block_stats
 
     calls = []
     original = block_stats.softmax_weights
@@ -319,7 +319,7 @@ def test_one_hot_entmax_blocks_match_the_threshold_search(
 def test_hard_blocks_taken_only_when_every_row_is_one_hot(monkeypatch):
     # Check which blocks skip the threshold search: all one-hot rows do, a
     # block with one exact tie does not.
-    import skrbfkmeans._engine as engine
+    import skrbfkmeans._engine.passes as engine
 
     taken = []
     original = engine._hard_stats
@@ -384,7 +384,7 @@ def test_second_moments_match_explicit_sums(d, sigma, sparse, global_random_seed
 def test_statistics_route_names(activation, prior, inertia, route, monkeypatch):
     # Check that the named route is the one statistics takes: the softmax
     # route runs _softmax_stats exactly when it is named.
-    import skrbfkmeans._engine as engine
+    import skrbfkmeans._engine.passes as engine
 
     assert statistics_route(activation, prior=prior, inertia=inertia) == route
     calls = []

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skrbfkmeans import _lloyd
-from skrbfkmeans._engine import data_offset, labels_inertia
+from skrbfkmeans._engine.passes import data_offset, labels_inertia
 from skrbfkmeans._lloyd import IncrementalLloyd
 from skrbfkmeans._polish import _candidates, polish
 from skrbfkmeans._rows import MemoryRows

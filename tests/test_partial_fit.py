@@ -15,7 +15,7 @@ from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
 from skrbfkmeans import RBFKMeans
-from skrbfkmeans._engine import data_offset, squared_norms, statistics
+from skrbfkmeans._engine.passes import data_offset, squared_norms, statistics
 
 ACTIVATIONS = ["softmax", "entmax15"]
 

@@ -142,7 +142,7 @@ def test_import_does_not_import_matplotlib():
     # Check that importing the package and its plotting module leaves
     # matplotlib unimported (it is an optional extra, and slow to import).
     code = (
-        "import sys, skrbfkmeans, skrbfkmeans.plotting, skrbfkmeans._cli; "
+        "import sys, skrbfkmeans, skrbfkmeans.plotting, skrbfkmeans._cli.main; "
         "print('matplotlib' in sys.modules)"
     )
     out = subprocess.run(

@@ -1,4 +1,4 @@
-"""Tests of the paper's experiment (``skrbfkmeans._reproduce``).
+"""Tests of the paper's experiment (``skrbfkmeans._cli.reproduce``).
 
 The claims on a small grid around ``sigma*``: entmax-1.5 stays exactly on the
 K-Means fixed point below ``sigma*`` and leaves it above, quadratically at
@@ -11,7 +11,7 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from skrbfkmeans import AnnealedRBFKMeans
-from skrbfkmeans._reproduce import (
+from skrbfkmeans._cli.reproduce import (
     ACTIVATIONS,
     DATASETS,
     SHARP_OFFSET,
@@ -190,7 +190,7 @@ def test_figures():
     # legend and the zeros marked at the bottom; trajectories in the plane
     # above the annealing path of each data set.
     pytest.importorskip("matplotlib")
-    from skrbfkmeans._reproduce import convergence_figure, trajectories_figure
+    from skrbfkmeans._cli.reproduce import convergence_figure, trajectories_figure
 
     results = [run_dataset("moons", n_samples=60, n_widths=12)]
     (ax,) = convergence_figure(results).axes

@@ -19,11 +19,11 @@ from skrbfkmeans import (
     AnnealedRBFKMeans,
     RBFKMeans,
     _annealed_rbf_kmeans,
-    _assign,
-    _engine,
-    _threads,
     kmeans_polish,
 )
+from skrbfkmeans._engine import blocks as _assign
+from skrbfkmeans._engine import passes as _engine
+from skrbfkmeans._engine import threads as _threads
 
 
 @pytest.fixture(autouse=True)
@@ -117,7 +117,7 @@ def test_thread_count_follows_kmeans_controls():
 
     with threadpool_limits(1):
         assert _threads.engine_threads() == 1
-    code = "from skrbfkmeans._threads import engine_threads; print(engine_threads())"
+    code = "from skrbfkmeans._engine.threads import engine_threads; print(engine_threads())"
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True

@@ -24,7 +24,7 @@ from sklearn.exceptions import NotFittedError  # noqa: E402
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans  # noqa: E402
-from skrbfkmeans._engine import data_offset, squared_norms  # noqa: E402
+from skrbfkmeans._engine.passes import data_offset, squared_norms  # noqa: E402
 from skrbfkmeans._rows import MemoryRows, certify  # noqa: E402
 from skrbfkmeans.torch import (  # noqa: E402
     AnnealingSchedule,

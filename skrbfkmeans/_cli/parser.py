@@ -9,8 +9,8 @@ import argparse
 
 import numpy as np
 
-from ._cli_commands import _cmd_cluster, _cmd_demo, _cmd_reproduce
-from ._cli_errors import PROG, CLIError
+from .commands import _cmd_cluster, _cmd_demo, _cmd_reproduce
+from .errors import PROG, CLIError
 
 
 class _Parser(argparse.ArgumentParser):

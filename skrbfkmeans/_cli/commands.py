@@ -9,9 +9,9 @@ functions: ``--help`` and the errors found before any work stay quick.
 import os
 import time
 
-from ._cli_errors import CLIError, one_line_warnings, warn
-from ._cli_input import check_output, check_replaceable, read_input, same_file
-from ._cli_output import (
+from .errors import CLIError, one_line_warnings, warn
+from .input import check_output, check_replaceable, read_input, same_file
+from .output import (
     FIGURE_NOTE,
     assignments_writer,
     centers_writer,
@@ -85,8 +85,8 @@ def _read_message(args, shape, names):
 
 def _build_estimator(args):
     """Return the unfitted estimator the options of ``cluster`` ask for."""
-    from ._annealed_rbf_kmeans import AnnealedRBFKMeans
-    from ._rbf_kmeans import RBFKMeans
+    from .._annealed_rbf_kmeans import AnnealedRBFKMeans
+    from .._rbf_kmeans import RBFKMeans
 
     extra = {} if args.max_iter is None else {"max_iter": args.max_iter}
     if args.anneal:
@@ -198,7 +198,7 @@ def _demo_compare(name, X, y, k):
     from sklearn.cluster import KMeans
     from sklearn.metrics import adjusted_rand_score
 
-    from ._annealed_rbf_kmeans import AnnealedRBFKMeans
+    from .._annealed_rbf_kmeans import AnnealedRBFKMeans
 
     start = time.perf_counter()
     km = KMeans(n_clusters=k, n_init=10, random_state=0).fit(X)
@@ -232,7 +232,7 @@ def _demo_figure(annealed):
     """Draw the annealing path of each ``(name, fitted AnnealedRBFKMeans)``."""
     from matplotlib.figure import Figure
 
-    from .plotting import plot_annealing_path
+    from ..plotting import plot_annealing_path
 
     fig = Figure(figsize=(11, 4.5), layout="constrained")
     for ax, (name, ann) in zip(fig.subplots(1, len(annealed)), annealed):
@@ -259,7 +259,7 @@ _REPRODUCE_HEADER = [
 
 def _cmd_reproduce(args):
     """``skrbfkmeans reproduce``: the paper's experiment, table, CSV, figures."""
-    from . import _reproduce
+    from . import reproduce
 
     _check_n_samples(args.n_samples)
     out_dir = output_dir(args.output_dir)
@@ -271,18 +271,18 @@ def _cmd_reproduce(args):
         check_replaceable(path, path, args.force)
     start = time.perf_counter()
     with one_line_warnings():
-        results = _reproduce.run_experiment(args.n_samples, args.n_widths)
+        results = reproduce.run_experiment(args.n_samples, args.n_widths)
     elapsed = time.perf_counter() - start
     print(format_table(_REPRODUCE_HEADER, _reproduce_rows(results)))
     print(_reproduce_note(args.n_widths, elapsed))
-    rows = _reproduce.convergence_rows(results)
+    rows = reproduce.convergence_rows(results)
     write_outputs([(csv_path, convergence_writer(rows))])
     print(f"wrote {os.path.abspath(csv_path)}")
     if not figures:
         warn(f"no figures written; {FIGURE_NOTE}")
         return 0
-    save_figure(_reproduce.convergence_figure(results), figures[0])
-    save_figure(_reproduce.trajectories_figure(results), figures[1])
+    save_figure(reproduce.convergence_figure(results), figures[0])
+    save_figure(reproduce.trajectories_figure(results), figures[1])
     return 0
 
 
@@ -292,9 +292,9 @@ def _check_n_samples(n_samples):
     k-means needs a row per cluster: found here rather than as a
     ``ValueError`` from deep inside the experiment.
     """
-    from . import _reproduce
+    from . import reproduce
 
-    need = max(_reproduce.make_dataset(name, 1)[1] for name in _reproduce.DATASETS)
+    need = max(reproduce.make_dataset(name, 1)[1] for name in reproduce.DATASETS)
     if n_samples < need:
         raise CLIError(
             f"--n-samples {n_samples} is too small: a data set has {need} "
@@ -304,12 +304,12 @@ def _check_n_samples(n_samples):
 
 def _reproduce_rows(results):
     """Return the rows of the table ``reproduce`` prints: a data set and map each."""
-    from . import _reproduce
+    from . import reproduce
 
     rows = []
     for r in results:
-        for activation in _reproduce.ACTIVATIONS:
-            s = _reproduce.summarize(r, activation)
+        for activation in reproduce.ACTIVATIONS:
+            s = reproduce.summarize(r, activation)
             entmax = activation == "entmax15"
             rows.append(
                 [

@@ -16,8 +16,8 @@ import os
 
 import numpy as np
 
-from ._cli_errors import CLIError
-from ._cli_output import name_max
+from .errors import CLIError
+from .output import name_max
 
 
 def read_input(path, header=None):

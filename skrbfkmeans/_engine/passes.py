@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from ._assign import (
+from .blocks import (
     SWEEP_BLOCK_BYTES,
     BlockPlan,
     ScaledCenters,
@@ -25,8 +25,8 @@ from ._assign import (
     scores_inplace,
     temperature,
 )
-from ._blas import matmul, row_sums
-from ._block_stats import _accumulate_moments, _hard_stats, _softmax_stats
+from .blas import matmul, row_sums
+from .block_stats import _accumulate_moments, _hard_stats, _softmax_stats
 
 
 class PassResult(NamedTuple):

@@ -15,7 +15,7 @@ import threading
 
 import numpy as np
 
-from ._cli_errors import CLIError
+from .errors import CLIError
 
 FIGURE_NOTE = 'figures need matplotlib: pip install "skrbfkmeans[plot]"'
 

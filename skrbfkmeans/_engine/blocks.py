@@ -14,9 +14,9 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 
-from ._blas import matmul, row_sums
-from ._entmax_rows import _sparse_rows, _Workspace
-from ._threads import map_blocks
+from .blas import matmul, row_sums
+from .entmax_rows import _sparse_rows, _Workspace
+from .threads import map_blocks
 
 ACTIVATIONS = ("softmax", "entmax15")
 

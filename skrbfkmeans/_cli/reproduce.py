@@ -57,8 +57,8 @@ from sklearn.datasets import make_blobs, make_circles, make_moons
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 
-from ._annealed_rbf_kmeans import AnnealedRBFKMeans
-from ._rbf_kmeans import RBFKMeans
+from .._annealed_rbf_kmeans import AnnealedRBFKMeans
+from .._rbf_kmeans import RBFKMeans
 
 DATASETS = ("blobs", "moons", "spiral", "circles")
 ACTIVATIONS = ("softmax", "entmax15")
@@ -518,7 +518,7 @@ def trajectories_figure(results):
     """
     from matplotlib.figure import Figure
 
-    from .plotting import plot_annealing_path
+    from ..plotting import plot_annealing_path
 
     fig = Figure(figsize=(4 * len(results), 8), layout="constrained")
     axes = np.asarray(fig.subplots(2, len(results))).reshape(2, -1)

@@ -14,14 +14,14 @@ straightforward route and with explicit sums.
 import numpy as np
 import scipy.sparse as sp
 
-from ._assign import (
+from .blocks import (
     augmented_block,
     centred_block,
     far_cut,
     scaled_scores,
     softmax_weights,
 )
-from ._blas import matmul
+from .blas import matmul
 
 # Up to this fraction of near scores a block is gathered (sparse route).
 _SPARSE_EXP_DENSITY = 0.4

@@ -26,10 +26,10 @@ import signal
 import sys
 import threading
 
-from ._cli_errors import PROG, CLIError
-from ._cli_input import read_input
-from ._cli_output import FIGURE_NOTE, write_atomic
-from ._cli_parser import build_parser, parse_args
+from .errors import PROG, CLIError
+from .input import read_input
+from .output import FIGURE_NOTE, write_atomic
+from .parser import build_parser, parse_args
 
 __all__ = [
     "FIGURE_NOTE",

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ._blas import row_sums
+from .blas import row_sums
 
 # Rows per block: a block of scores and its temporaries (five arrays of 1 MiB
 # in float64) stay in the last-level cache while the multi-pass threshold
