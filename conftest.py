@@ -19,6 +19,7 @@ collect_ignore = [] if _HAS_TORCH else ["skrbfkmeans/torch"]
 
 
 def pytest_addoption(parser):
+    """Add ``--extended``: also run the tests marked ``extended``."""
     parser.addoption(
         "--extended",
         action="store_true",
@@ -28,6 +29,7 @@ def pytest_addoption(parser):
 
 
 def pytest_collection_modifyitems(config, items):
+    """Skip the ``extended`` tests unless ``--extended`` was given."""
     if config.getoption("--extended"):
         return
     skip = pytest.mark.skip(reason="extended: run with pytest --extended")

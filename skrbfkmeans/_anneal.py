@@ -40,23 +40,12 @@ import numpy as np
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
 
-from ._engine.passes import free_energy, labels_margins, m_step, moments, statistics
+from ._engine.passes import free_energy, moments
 from ._hartigan import hartigan
+from ._iterations import certified_at, certify
 from ._lloyd import kmeans_lloyd, lloyd
 from ._polish import polish as polish_search
-from ._rows import certify, em_fixed_sigma
-from ._schedule import (
-    choose_split,
-    critical_factor,
-    next_critical_temperature,
-    softmax_hard_fraction,
-    split_children,
-    weighted_top_eigen,
-)
-
-# Fraction of the weight that must be one-hot (softmax, to working precision)
-# before the schedule hands over to entmax-1.5.
-HARD_FRACTION = 0.99
+from ._schedule import Groups, Schedule, critical_factor, weighted_top_eigen
 
 
 class AnnealResult(NamedTuple):
@@ -80,96 +69,24 @@ class AnnealResult(NamedTuple):
     split_linkage: np.ndarray
     count_lifetimes: np.ndarray
 
+    def to_user(self, units):
+        """Return the result with its lengths, energies and centres in the user's units.
 
-class _Groups:
-    """Distinct centres, their masses, and which group holds each of k copies.
-
-    ``tree`` holds the groups' split widths: ``tree[a, b]`` is the width of
-    the split that separated groups ``a`` and ``b`` (0 on the diagonal). A
-    merge keeps the larger width of the two rows, so ``tree`` stays an
-    ultrametric.
-    """
-
-    def __init__(self, centers, mass, owner, tree=None):
-        self.centers = centers
-        self.mass = mass
-        self.owner = owner
-        self.tree = np.zeros((self.n, self.n)) if tree is None else tree
-
-    @property
-    def n(self):
-        return self.centers.shape[0]
-
-    def expanded(self):
-        return self.centers[self.owner]
-
-    def copy_tree(self):
-        """Return the copies' split widths (k x k), from the groups'."""
-        return self.tree[np.ix_(self.owner, self.owner)]
-
-    def _remove(self, j, heir, merge=False):
-        """Delete group ``j``; its copies go to group ``heir`` (index before)."""
-        self.owner[self.owner == j] = heir
-        self.owner[self.owner > j] -= 1
-        if merge:
-            row = np.maximum(self.tree[heir], self.tree[j])
-            self.tree[heir], self.tree[:, heir] = row, row
-            self.tree[heir, heir] = 0.0
-        keep = np.arange(self.n) != j
-        self.centers, self.mass = self.centers[keep], self.mass[keep]
-        self.tree = self.tree[np.ix_(keep, keep)]
-
-    def merge_close(self, radius):
-        """Merge pairs closer than ``radius`` into their mass-weighted mean."""
-        while self.n > 1:
-            diff = self.centers[:, None, :] - self.centers[None, :, :]
-            dist = np.sqrt(np.einsum("ijk,ijk->ij", diff, diff))
-            np.fill_diagonal(dist, np.inf)
-            i, j = np.unravel_index(np.argmin(dist), dist.shape)
-            if dist[i, j] >= radius:
-                return
-            i, j = min(i, j), max(i, j)
-            total = self.mass[i] + self.mass[j]
-            if total > 0:
-                self.centers[i] = (
-                    self.mass[i] * self.centers[i] + self.mass[j] * self.centers[j]
-                ) / total
-            self.mass[i] = total
-            self._remove(j, i, merge=True)
-
-    def drop_light(self, min_mass):
-        """Drop groups lighter than ``min_mass``; copies join the nearest group."""
-        while self.n > 1 and self.mass.min() < min_mass:
-            j = int(np.argmin(self.mass))
-            d = ((self.centers - self.centers[j]) ** 2).sum(axis=1)
-            d[j] = np.inf
-            heir = int(np.argmin(d))
-            self._remove(j, heir)
-
-    def split(self, j, left, right, sigma):
-        """Replace group ``j`` by two children at width ``sigma``, half mass each.
-
-        The new child takes half of ``j``'s copies, or, if ``j`` holds one
-        copy, one copy of the group holding the most (any spare copy is
-        coincident with its group, so which one moves is bookkeeping).
+        ``units`` are the working units the result is in (``_scaling.Units``);
+        counts, iterations and flags are unchanged.
         """
-        new = self.n
-        mine = np.flatnonzero(self.owner == j)
-        if mine.size >= 2:
-            self.owner[mine[mine.size // 2 :]] = new
-        else:
-            counts = np.bincount(self.owner, minlength=new)
-            donor = int(np.argmax(counts))
-            self.owner[np.flatnonzero(self.owner == donor)[-1]] = new
-        self.centers = np.vstack([self.centers, right[None, :]])
-        self.centers[j] = left
-        self.mass = np.append(self.mass, 0.5 * self.mass[j])
-        self.mass[j] *= 0.5
-        tree = np.zeros((new + 1, new + 1))
-        tree[:new, :new] = self.tree
-        tree[new, :new] = tree[:new, new] = self.tree[j]
-        tree[j, new] = tree[new, j] = sigma
-        self.tree = tree
+        split_linkage = self.split_linkage.copy()
+        split_linkage[:, 2] = units.lengths(split_linkage[:, 2])
+        return self._replace(
+            centers=units.to_user(self.centers),
+            sigma=float(units.lengths(self.sigma)),
+            sigma_path=units.lengths(self.sigma_path),
+            centers_path=units.to_user(self.centers_path),
+            objective_path=units.energies(self.objective_path),
+            inertia_path=units.energies(self.inertia_path),
+            critical_sigmas=units.lengths(self.critical_sigmas),
+            split_linkage=split_linkage,
+        )
 
 
 def _weighted_mean(X, w):
@@ -239,162 +156,6 @@ class _Path:
         )
 
 
-class _Schedule:
-    """The annealing state (groups, temperature, map) and its steps.
-
-    ``stage`` runs EM at the current temperature and merges and drops groups;
-    ``measure`` takes the free energy (and, before a split, the moments);
-    ``split`` splits the chosen group, or says none has crossed its critical
-    temperature; ``cool`` lowers the temperature (or switches softmax to
-    entmax-1.5 once hard), or says there is nothing left to do.
-    """
-
-    def __init__(self, rows, n_clusters, groups, T, activation, cooling, mass_unit):
-        self.rows, self.n_clusters, self.groups = rows, n_clusters, groups
-        self.T = T
-        self.requested = activation  # "auto", "softmax" or "entmax15"
-        self.act = "entmax15" if activation == "entmax15" else "softmax"
-        self.cooling, self.mass_unit = cooling, mass_unit
-
-    @property
-    def sigma(self):
-        return float(np.sqrt(self.T / 2.0))
-
-    def stage(self, max_iter, tol):
-        """EM at ``T`` over the groups, then merges and drops; the iterations.
-
-        A stage near a critical width may end at ``max_iter``: the next stage
-        continues from where it stopped, so only the final phase decides
-        convergence.
-        """
-        rows, groups = self.rows, self.groups
-        move_tol = 30 * tol * np.sqrt(self.T)
-        W = float(rows.w.sum())
-        it = max_iter
-        last_step = None
-        for i in range(1, max_iter + 1):
-            prior = groups.mass / W if self.act == "softmax" else None
-            res = statistics(
-                rows.X, rows.w, groups.centers, self.sigma, self.act,
-                rows.offset, rows.x_sq, prior=prior, inertia=False,
-            )  # fmt: skip
-            new = m_step(res.N, res.S, groups.centers, rows.offset)
-            step = new - groups.centers
-            move = float(np.sqrt((step**2).sum(axis=1).max()))
-            groups.centers, groups.mass = new, res.N
-            if move <= move_tol:
-                it = i
-                break
-            if i % 3 == 0:
-                groups.centers = _extrapolate(new, step, last_step)
-            last_step = step
-        groups.merge_close(0.05 * np.sqrt(self.T))
-        groups.drop_light(0.5 * self.mass_unit)
-        return it
-
-    def settle(self, max_iter, tol):
-        """Plain EM on the k centres at ``T`` (no prior): the model at sigma_end."""
-        centers, it, conv = em_at_width(
-            self.rows, self.groups.expanded(), self.sigma, self.act, max_iter, tol
-        )
-        k = self.n_clusters
-        self.groups = _Groups(centers, np.zeros(k), np.arange(k))
-        return it, conv
-
-    def measure(self, last):
-        """Return the free energy at ``T``; before a split, the moments too."""
-        groups, rows = self.groups, self.rows
-        need_split = groups.n < self.n_clusters and not last
-        softmax = self.act == "softmax" and not last
-        prior = groups.mass / groups.mass.sum() if softmax else None
-        return free_energy(
-            rows.X, rows.w, groups.centers, self.sigma, self.act, rows.offset,
-            rows.x_sq, prior=prior,
-            # The statistics and moments only feed the split decision.
-            with_statistics=need_split,
-        )  # fmt: skip
-
-    def split(self, res):
-        """Split the chosen group and cool; ``None`` if none has crossed.
-
-        Returns True after a split, False when the temperature jumped to
-        just below the next critical one, None when no group can split.
-        """
-        groups, offset = self.groups, self.rows.offset
-        lam, vec = weighted_top_eigen(res.moments, res.N, res.S)
-        j = choose_split(res.N / self.mass_unit, lam, self.T, self.act)
-        if j is not None:
-            mu = groups.centers[j] - offset
-            left, right = split_children(mu, lam[j], vec[j])
-            dtype = groups.centers.dtype
-            groups.split(
-                j,
-                (left + offset).astype(dtype),
-                (right + offset).astype(dtype),
-                self.sigma,
-            )
-            self.T *= self.cooling
-            return True
-        T_c = next_critical_temperature(res.N / self.mass_unit, lam, self.act)
-        if T_c <= 0:
-            return None  # no group can split: fewer distinct structures than k
-        self.T = min(self.cooling * self.T, T_c * (1.0 - 1e-3))
-        return False
-
-    def cool(self):
-        """With all k centres: halve ``T`` until hard; False when hard."""
-        rows = self.rows
-        _, margins, _ = labels_margins(rows.X, self.groups.centers, rows.offset)
-        if self.act == "softmax":
-            hard = softmax_hard_fraction(margins, self.T, rows.w, rows.X.dtype)
-            if hard >= HARD_FRACTION:
-                if self.requested == "softmax":
-                    return False
-                self.act = "entmax15"
-        elif margins[rows.w > 0].min() >= 2.0 * self.T:
-            return False
-        self.T *= 0.5
-        return True
-
-
-def em_at_width(rows, centers, sigma, activation, max_iter, tol):
-    """Plain EM (no prior) at ``sigma`` from ``centers``: a float sigma_end's fit.
-
-    It stops when the summed squared shift of the centres is at most the
-    square of a stage's move tolerance, ``(30 tol)^2 T``. Returns the
-    centres, the iterations and whether that rule stopped it.
-    """
-    return em_fixed_sigma(
-        rows, centers, sigma, activation, max_iter=max_iter,
-        tol=0.0 if tol == 0 else (30 * tol) ** 2 * 2.0 * sigma**2,
-    )  # fmt: skip
-
-
-def certified_at(rows, centers, sigma):
-    """Whether the certificate holds at width ``sigma`` itself."""
-    cert_sigma, certified = certify(rows, centers, sigma)
-    return bool(certified and cert_sigma >= sigma)
-
-
-def _extrapolate(centers, step, last_step):
-    """Jump along a slow, straight EM path towards its fixed point.
-
-    Near a critical width EM creeps: successive steps point the same way
-    and shrink by a ratio ``rho`` close to 1, so the fixed point lies about
-    ``rho / (1 - rho)`` steps ahead. Where the last two steps are nearly
-    parallel (cosine above 0.95) and shrinking, jump there, at most 10 steps;
-    the stage's next EM steps correct any overshoot. Returns the centres.
-    """
-    a2, b2 = float((last_step * last_step).sum()), float((step * step).sum())
-    if not (a2 > 0 and 0 < b2 < a2):
-        return centers
-    cosine = float((step * last_step).sum()) / np.sqrt(a2 * b2)
-    rho = np.sqrt(b2 / a2)
-    if cosine <= 0.95 or rho >= 0.995:
-        return centers
-    return centers + float(min(rho / (1.0 - rho), 10.0)) * step
-
-
 def _linkage(tree):
     """SciPy linkage matrix of split widths ``tree`` (an ultrametric).
 
@@ -422,8 +183,8 @@ def _initial_groups(rows, n_clusters, init_centers, sigma_start):
     W = float(rows.w.sum())
     if init_centers is None:
         mean = _weighted_mean(rows.X, rows.w)
-        return _Groups(mean, np.array([W]), np.zeros(n_clusters, dtype=np.intp))
-    return _Groups(
+        return Groups(mean, np.array([W]), np.zeros(n_clusters, dtype=np.intp))
+    return Groups(
         np.array(init_centers, dtype=rows.X.dtype),
         np.full(n_clusters, W / n_clusters),
         np.arange(n_clusters),
@@ -544,7 +305,7 @@ def anneal(
     weight of one sample for the split and drop thresholds.
     """
     groups = _initial_groups(rows, n_clusters, init_centers, sigma_start)
-    sched = _Schedule(
+    sched = Schedule(
         rows, n_clusters, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
     )
     T_end = None if sigma_end is None else 2.0 * sigma_end**2
@@ -584,7 +345,7 @@ def anneal_auto(
     """
     k_explore = max_clusters + 1
     groups = _initial_groups(rows, k_explore, None, sigma_start)
-    sched = _Schedule(
+    sched = Schedule(
         rows, k_explore, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
     )
     path = _Path()

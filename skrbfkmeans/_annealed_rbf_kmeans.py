@@ -1,34 +1,18 @@
 """AnnealedRBFKMeans: the estimator around the annealing schedule of ``_anneal``."""
 
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.base import _fit_context
-from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _is_arraylike_not_scalar
 
-from . import _dask
-
-from . import _dask_fit
-from ._anneal import (
-    anneal,
-    anneal_auto,
-    certified_at,
-    em_at_width,
-    first_critical_sigma,
-    kmeans_from_init,
-)
+from ._anneal import anneal, anneal_auto, first_critical_sigma, kmeans_from_init
+from ._base import _BaseRBFKMeans, all_or_nothing
 from ._engine.blocks import ACTIVATIONS
-from ._base import _BaseRBFKMeans, _tolerance, all_or_nothing
-from ._dask import sample_size
-from ._engine.passes import squared_norms
-from ._hartigan import hartigan
-from ._lloyd import lloyd
-from ._rows import MemoryRows, certify, weight_sample
-from ._rows import lloyd as rows_lloyd
-from ._scaling import Units
 from ._engine.threads import one_blas_thread
+from ._iterations import certified_at, certify, em_at_width
+from ._rows import tolerance
 from ._validation import warn_user
 
 
@@ -413,151 +397,144 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             Fitted estimator.
         """
         self._check_auto()
-        if _dask.is_dask_collection(X):
-            rows, result = _dask_fit.fit_annealed(self, X, sample_weight)
-            self._apply(rows, Units(), result, *self._final_pass(rows, result))
-            return self
-        X, sample_weight = self._validate_fit_data(X, sample_weight)
-        self._init_is_array = _is_arraylike_not_scalar(self.init)
-        anneal_init = isinstance(self.init, str) and self.init == "anneal"
-        sample = self._sample(sample_weight) if anneal_init else None
-        init = self._check_init_array(X) if self._init_is_array else self.init
-        if self._init_is_array:
-            n_init = self._resolve_n_init()  # KMeans's warning for n_init > 1
-        elif anneal_init:
+        return self._fit(X, sample_weight)
+
+    def _n_init(self, init_is_array):
+        if isinstance(self.init, str) and self.init == "anneal":
             if self.n_init not in (1, "auto"):
                 warn_user(
                     "init='anneal' is deterministic: performing one run "
                     f"instead of n_init={self.n_init}.",
                     RuntimeWarning,
                 )
-            n_init = 1
-        else:
-            n_init = self._resolve_n_init()  # "auto": KMeans's rule
-        random_state = check_random_state(self.random_state)
-        X, offset, init, units = self._working_units(X, sample_weight, init)
-        scale = units.scale
-        x_sq = squared_norms(X, offset)
-        rows = MemoryRows(X, sample_weight, offset, x_sq)
-        # Many rows: the schedule runs on the sample's rows (same units).
-        anneal_rows = rows
-        if sample is not None:
-            idx, counts = sample
-            anneal_rows = MemoryRows(X[idx], counts.astype(sample_weight.dtype), offset)
-        act = "entmax15" if self.activation == "entmax15" else "softmax"
-        sigma_end = None if self.sigma_end == "auto" else float(self.sigma_end) / scale
+            return 1
+        # KMeans's rule for "auto", its warning for an array with n_init > 1.
+        return super()._n_init(init_is_array)
 
-        # An explicit init with sigma_start="auto" starts at the end: KMeans's
-        # run from it (or the EM at a float sigma_end), no annealing.
-        from_init = not anneal_init and self.sigma_start == "auto"
-        if from_init and sigma_end is None:
-            kmeans_tol = _tolerance(X, np.ones_like(sample_weight), self.tol)
-            sigma_cap = first_critical_sigma(X, sample_weight, offset, x_sq, act)
-        schedule = dict(
+    def _prepare_runs(self, setup):
+        """Add the rows the runs use and the settings of every run.
+
+        The runs use ``run_rows``: the rows themselves, or the sample of
+        many rows (``annealing_sample``: NumPy rows with ``init="anneal"``,
+        every dask fit), with ``init`` in its units. Widths are in those
+        units. An explicit init with ``sigma_start="auto"`` starts at the
+        end: KMeans's run from it (or the EM at a float ``sigma_end``), no
+        annealing; its tolerance and the certificate's largest width are set
+        here.
+        """
+        n_clusters, _ = self._requested_clusters()
+        run_rows, setup.init = setup.rows.annealing_sample(
+            n_clusters, setup.init, setup.random_state
+        )
+        setup.run_rows = run_rows
+        units = run_rows.units
+        setup.sigma_end = (
+            None if self.sigma_end == "auto" else units.working_length(self.sigma_end)
+        )
+        setup.anneal_init = isinstance(self.init, str) and self.init == "anneal"
+        setup.from_init = not setup.anneal_init and self.sigma_start == "auto"
+        if setup.from_init and setup.sigma_end is None:
+            ones = np.ones_like(run_rows.w)
+            setup.kmeans_tol = tolerance(run_rows.X, ones, self.tol)
+            setup.sigma_cap = first_critical_sigma(
+                run_rows.X, run_rows.w, run_rows.offset, run_rows.x_sq,
+                setup.activation,
+            )  # fmt: skip
+        setup.schedule = dict(
             cooling=self.cooling,
             activation=self.activation,
             max_iter=self.max_iter,
             tol=self.tol,
-            mass_unit=_mass_unit(anneal_rows.w),
+            mass_unit=_mass_unit(run_rows.w),
             polish=self.polish,
             verbose=self.verbose,
         )
-        best = None
-        for _ in range(n_init):
-            if anneal_init:
-                init_centers = None
-                sigma_start = first_critical_sigma(
-                    anneal_rows.X, anneal_rows.w, offset, anneal_rows.x_sq, act
-                )
-            else:
-                init_centers = self._init_centroids(
-                    X, init, random_state, sample_weight
-                )
-                if self.verbose:
-                    print("Initialization complete")
-                sigma_start = sigma_end
-            if self.sigma_start != "auto":
-                sigma_start = float(self.sigma_start) / scale
-            if sigma_end is not None and not from_init and sigma_start <= sigma_end:
-                raise ValueError(
-                    f"sigma_start={sigma_start * scale:.6g} must be larger than "
-                    f"sigma_end={sigma_end * scale:.6g}."
-                )
-            if from_init and sigma_end is None:
-                result = kmeans_from_init(
-                    rows,
-                    init_centers,
-                    max_iter=self.max_iter,
-                    tol=kmeans_tol,
-                    activation=self.activation,
-                    sigma_cap=sigma_cap,
-                    polish=self.polish,
-                    verbose=self.verbose,
-                )
-            elif self.n_clusters == "auto":
-                result = anneal_auto(
-                    anneal_rows, self.max_clusters, sigma_start=sigma_start, **schedule
-                )
-            else:
-                result = anneal(
-                    anneal_rows,
-                    self.n_clusters,
-                    init_centers=init_centers,
-                    sigma_start=sigma_start,
-                    sigma_end=sigma_end,
-                    **schedule,
-                )
-            key = result.inertia_path[-1] if sigma_end is None else None
-            key = result.objective_path[-1] if key is None else key
-            if best is None or key < best[0]:
-                best = (key, result)
 
-        result = best[1]
-        if sample is None:
-            self._apply(rows, units, result)
-        else:
-            result = self._finish_sample_fit(rows, result)
-            self._apply(rows, units, result, *self._final_pass(rows, result))
-        return self
+    def _run_once(self, setup):
+        """One run: the annealing, or KMeans's run from an explicit init.
 
-    def _sample(self, sample_weight):
-        """Return the sample of units of weight to anneal on, or None.
-
-        ``(row indices, counts)`` of ``_rows.weight_sample`` when there are more
-        rows than ``_dask.sample_size``, unless a few very heavy rows leave
-        fewer distinct rows drawn than clusters.
+        Its key is the final inertia (the objective at a float ``sigma_end``).
         """
-        n_req = self._requested_clusters()[0]
-        n_sample = sample_size(sample_weight.shape[0], n_req)
-        if n_sample >= sample_weight.shape[0]:
-            return None
-        idx, counts = weight_sample(sample_weight, n_sample)
-        return (idx, counts) if idx.size >= n_req else None
+        rows, sigma_end = setup.run_rows, setup.sigma_end
+        units = rows.units
+        if setup.anneal_init:
+            init_centers = None
+            sigma_start = first_critical_sigma(
+                rows.X, rows.w, rows.offset, rows.x_sq, setup.activation
+            )
+        else:
+            init_centers = self._init_centroids(
+                rows.X, setup.init, setup.random_state, rows.w
+            )
+            if self.verbose:
+                print("Initialization complete")
+            sigma_start = sigma_end
+        if self.sigma_start != "auto":
+            sigma_start = units.working_length(self.sigma_start)
+        if sigma_end is not None and not setup.from_init and sigma_start <= sigma_end:
+            raise ValueError(
+                f"sigma_start={float(units.lengths(sigma_start)):.6g} must be larger "
+                f"than sigma_end={float(units.lengths(sigma_end)):.6g}."
+            )
+        if setup.from_init and sigma_end is None:
+            result = kmeans_from_init(
+                rows,
+                init_centers,
+                max_iter=self.max_iter,
+                tol=setup.kmeans_tol,
+                activation=self.activation,
+                sigma_cap=setup.sigma_cap,
+                polish=self.polish,
+                verbose=self.verbose,
+            )
+        elif self.n_clusters == "auto":
+            result = anneal_auto(
+                rows, self.max_clusters, sigma_start=sigma_start, **setup.schedule
+            )
+        else:
+            result = anneal(
+                rows,
+                self.n_clusters,
+                init_centers=init_centers,
+                sigma_start=sigma_start,
+                sigma_end=sigma_end,
+                **setup.schedule,
+            )
+        path = result.inertia_path if sigma_end is None else result.objective_path
+        return SimpleNamespace(key=path[-1], result=result)
+
+    def _fitted(self, setup, run):
+        """Return the arguments of ``_set_fitted`` for the best run.
+
+        A run on a sample is finished on every row (``_finish_sample_fit``),
+        its result first brought into the rows' units when the sample had
+        its own (dask rows); the final pass gives the label counts, the
+        inertia and the objective.
+        """
+        rows, result = setup.rows, run.result
+        if setup.run_rows is rows:
+            return self._attributes(rows.units, result)
+        if setup.run_rows.units is not rows.units:
+            result = result.to_user(setup.run_rows.units)
+        result = self._finish_sample_fit(rows, result)
+        final = rows.final(result.centers, result.sigma, result.activation)
+        return self._attributes(rows.units, result, final)
 
     def _finish_sample_fit(self, rows, result):
         """Finish on every row the fit ``result`` of a sample of them.
 
         Lloyd's algorithm from the sample's centres until the labels are
-        stable (or, with a float ``sigma_end``, EM at that width) and the
-        certificate, on ``rows``; ``result`` is an ``AnnealResult`` in the
-        units of ``rows``. Returns it with the final state, its path the
-        sample's (its energies are the sample's: weights that add up to its
-        size).
+        stable and single-sample moves (or, with a float ``sigma_end``, EM
+        at that width), then the certificate, on ``rows``; ``result`` is an
+        ``AnnealResult`` in the units of ``rows``. Returns it with the final
+        state, its path the sample's (its energies are the sample's: weights
+        that add up to its size).
         """
         act = result.activation
         centers = result.centers
         if self.sigma_end == "auto":
-            if isinstance(rows, MemoryRows):
-                centers, n_iter, converged = lloyd(rows, centers, self.max_iter)
-                # Single-sample moves on every row (a few block passes); dask
-                # rows end on Lloyd's fixed point, which the certificate's
-                # single-move condition may then refuse.
-                centers = hartigan(
-                    rows.X, rows.w, centers, rows.offset, rows.x_sq,
-                    max_iter=self.max_iter,
-                )[0]  # fmt: skip
-            else:
-                centers, n_iter, converged = rows_lloyd(rows, centers, self.max_iter)
+            centers, n_iter, converged = rows.lloyd(centers, self.max_iter)
+            centers = rows.single_moves(centers, self.max_iter)
             sigma, certified = certify(rows, centers, result.sigma)
         else:
             sigma = result.sigma
@@ -574,50 +551,41 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             certified=bool(certified),
         )
 
-    @staticmethod
-    def _final_pass(rows, result):
-        """``(objective, final)`` of ``_apply`` from one final pass on ``rows``."""
-        final = rows.final(result.centers, result.sigma, result.activation)
-        return final[2], final
-
-    def _apply(self, rows, units, result, objective=None, final=None):
-        """Set the fitted attributes from an ``AnnealResult`` (NumPy or dask).
+    def _attributes(self, units, result, final=None):
+        """Return the arguments of ``_set_fitted`` from an ``AnnealResult``.
 
         ``result`` is in the working ``units``: lengths are multiplied by the
         scale, energies by its square (both exact: the scale is a power of
-        4). ``objective`` defaults to the path's last; ``final`` is the label
-        counts, inertia and objective of a final pass, when the fit made one.
-        Every attribute is assigned at once by ``_set_fitted``, after the
-        warnings.
+        4). ``final`` is the label counts, inertia and objective of a final
+        pass, when the fit made one; otherwise the objective is the path's
+        last.
         """
-        if objective is None:
-            objective = float(result.objective_path[-1])
-        split_linkage = result.split_linkage.copy()
-        split_linkage[:, 2] = units.lengths(split_linkage[:, 2])
-        counts, inertia = (None, None) if final is None else final[:2]
-        self._set_fitted(
-            rows,
-            units,
-            result.centers,
-            counts,
-            inertia,
+        user = result.to_user(units)
+        if final is None:
+            counts, inertia, objective = None, None, result.objective_path[-1]
+        else:
+            counts, inertia, objective = final
+        return dict(
+            centers=result.centers,
+            counts=counts,
+            inertia=inertia,
             subject=": the final phase",
             _activation=result.activation,
-            sigma_=float(units.lengths(result.sigma)),
-            objective_=float(units.energies(objective)),
+            sigma_=user.sigma,
+            objective_=float(units.energies(float(objective))),
             n_iter_=result.n_iter_final,
             n_iter_total_=result.n_iter,
             converged_=result.converged,
             certified_=result.certified,
-            sigma_path_=units.lengths(result.sigma_path),
-            centers_path_=units.to_user(result.centers_path),
-            objective_path_=units.energies(result.objective_path),
-            inertia_path_=units.energies(result.inertia_path),
+            sigma_path_=user.sigma_path,
+            centers_path_=user.centers_path,
+            objective_path_=user.objective_path,
+            inertia_path_=user.inertia_path,
             n_distinct_centers_path_=result.n_distinct_path,
             activation_path_=result.activation_path,
-            critical_sigmas_=units.lengths(result.critical_sigmas),
+            critical_sigmas_=user.critical_sigmas,
             n_polish_moves_=result.n_polish_moves,
             n_clusters_=result.centers.shape[0],
             cluster_count_lifetimes_=result.count_lifetimes,
-            split_linkage_=split_linkage,
+            split_linkage_=user.split_linkage,
         )

@@ -11,6 +11,7 @@ method is all or nothing (``all_or_nothing``).
 import functools
 import warnings
 from numbers import Integral, Real
+from types import SimpleNamespace
 
 import numpy as np
 import scipy.sparse as sp
@@ -23,11 +24,12 @@ from sklearn.base import (
 from sklearn.cluster import kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning, InconsistentVersionWarning
 from sklearn.metrics.pairwise import euclidean_distances
-from sklearn.utils import check_array
+from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import (
     _check_sample_weight,
+    _is_arraylike_not_scalar,
     check_is_fitted,
     validate_data,
 )
@@ -41,8 +43,9 @@ from ._engine.passes import (
     responsibilities,
     squared_norms,
 )
-from ._scaling import Units, scaled, working_units
 from ._engine.threads import one_blas_thread
+from ._rows import memory_rows, tolerance
+from ._scaling import Units
 from ._validation import check_n_samples, check_sample_weight, warn_user
 from ._version import __version__
 
@@ -92,12 +95,6 @@ class SavedVersionWarning(InconsistentVersionWarning):
         )
 
 
-def _weighted_mean_variance(X, sample_weight):
-    """Mean over features of the weighted variance of ``X``."""
-    _, var = column_mean_variance(X, sample_weight)
-    return max(float(np.mean(var)), 0.0)
-
-
 def _exact_near_zero(X, centers, distances):
     """Recompute by explicit differences the distances below their rounding.
 
@@ -117,17 +114,6 @@ def _exact_near_zero(X, centers, distances):
         diff = Xr.astype(np.float64) - centers[cols].astype(np.float64)
         distances[rows, cols] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
     return distances
-
-
-def _tolerance(X, sample_weight, tol):
-    """``tol`` times the mean feature variance, as KMeans scales it.
-
-    The variance is weighted (KMeans's is not), so that integer weights stay
-    equivalent to repeated rows down to the stopping iteration.
-    """
-    if tol == 0:
-        return 0.0
-    return _weighted_mean_variance(X, sample_weight) * tol
 
 
 def _auto_sigma(centers, X, sample_weight):
@@ -150,7 +136,7 @@ def _auto_sigma(centers, X, sample_weight):
         spacing = float(np.median(np.sqrt(d2.min(axis=1))))
         if spacing > 0 and np.isfinite(spacing):
             return 0.25 * spacing
-    scale = float(np.sqrt(_weighted_mean_variance(X, sample_weight)))
+    scale = float(np.sqrt(tolerance(X, sample_weight, 1.0)))
     return scale if scale > 0 and np.isfinite(scale) else 1.0
 
 
@@ -208,21 +194,6 @@ class _BaseRBFKMeans(
             accept_large_sparse=True,
         )
 
-    def _resolve_n_init(self, default_n_init=10):
-        if self.n_init == "auto":
-            n_init = 1 if self._init_is_array or self.init == "k-means++" else None
-            n_init = default_n_init if n_init is None else n_init
-        else:
-            n_init = self.n_init
-        if self._init_is_array and n_init != 1:
-            warn_user(
-                "Explicit initial center position passed: performing only one "
-                f"init in {self.__class__.__name__} instead of n_init={n_init}.",
-                RuntimeWarning,
-            )
-            n_init = 1
-        return n_init
-
     def _check_init_array(self, X):
         init = check_array(self.init, dtype=X.dtype, copy=True, order="C")
         self._check_center_shape(init, X)
@@ -243,7 +214,7 @@ class _BaseRBFKMeans(
 
     def _init_centroids(self, X, init, random_state, sample_weight):
         n_clusters = self.n_clusters
-        if self._init_is_array:
+        if isinstance(init, np.ndarray):
             return init.copy()
         if isinstance(init, str) and init == "k-means++":
             # Far from the origin the seeding's distances cancel: there it
@@ -276,34 +247,79 @@ class _BaseRBFKMeans(
             centers = centers.toarray()
         return np.ascontiguousarray(centers, dtype=X.dtype)
 
-    def _working_units(self, X, sample_weight, init=None):
-        """Rows, offset and initialisation in the engine's working units.
+    # -- the fit ------------------------------------------------------------
 
-        The engine sees ``(X - shift) / scale`` (``_scaling.Units``, which
-        the fit keeps as ``_units``): both are identities for ordinary data,
-        where the offset (the weighted mean) is removed block by block.
-        Returns the rows (``X`` itself for ordinary data), the offset,
-        ``init`` (an array or a callable) in those units, and the units.
+    def _fit(self, X, sample_weight):
+        """Prepare, run ``n_init`` times, keep the best run, apply it at once.
+
+        The skeleton of both estimators' ``fit``, on NumPy, sparse and dask
+        input alike: ``_prepare_fit`` validates and returns the fit's setup
+        (the rows in working units, ``init`` in them, the number of runs,
+        the random state, the activation, and what ``_prepare_runs`` of the
+        estimator adds); each estimator's ``_run_once(setup)`` returns one
+        run with a ``key`` (the lowest wins, the first on ties); its
+        ``_fitted(setup, run)`` returns the arguments of ``_set_fitted``,
+        which assigns every fitted attribute in one step.
         """
-        array = init if self._init_is_array else None
-        X_user = X
-        X, offset, array, units = working_units(X, sample_weight, array)
-        if not units.identity and callable(init):
-            user_init = init
+        setup = self._prepare_fit(X, sample_weight)
+        best = None
+        for _ in range(setup.n_init):
+            run = self._run_once(setup)
+            if best is None or run.key < best.key:
+                best = run
+        self._set_fitted(setup.rows, **self._fitted(setup, best))
+        return self
 
-            def init(X, n_clusters, random_state):
-                centers = check_array(
-                    user_init(X_user, n_clusters, random_state=random_state),
-                    dtype=X_user.dtype,
-                )
-                return units.points(centers)
+    def _prepare_fit(self, X, sample_weight):
+        """Validate the data and parameters of a fit; return its setup.
 
-        return X, offset, init if array is None else array, units
+        NumPy and sparse data are validated and brought into working units
+        (``_rows.memory_rows``); a dask collection becomes ``_dask.DaskRows``
+        (validated chunk by chunk, in the user's units). An array ``init``
+        is checked against the data (KMeans's messages). The estimator's
+        ``_n_init`` and ``_prepare_runs`` complete the setup.
+        """
+        init_is_array = _is_arraylike_not_scalar(self.init)
+        if _dask.is_dask_collection(X):
+            self._check_dask_fit()
+            rows = _dask.DaskRows(self, X, sample_weight)
+            init = self._check_init_array(rows.X) if init_is_array else self.init
+        else:
+            X, sample_weight = self._validate_fit_data(X, sample_weight)
+            init = self._check_init_array(X) if init_is_array else self.init
+            rows, init = memory_rows(X, sample_weight, init)
+        setup = SimpleNamespace(
+            rows=rows,
+            init=init,
+            n_init=self._n_init(init_is_array),
+            random_state=check_random_state(self.random_state),
+            activation="entmax15" if self.activation == "entmax15" else "softmax",
+        )
+        self._prepare_runs(setup)
+        return setup
+
+    def _check_dask_fit(self):
+        """Raise for the settings a fit on dask input cannot work with."""
+
+    def _n_init(self, init_is_array, default_n_init=10):
+        """Return the number of runs: ``n_init`` as KMeans resolves and warns."""
+        if self.n_init == "auto":
+            n_init = 1 if init_is_array or self.init == "k-means++" else None
+            n_init = default_n_init if n_init is None else n_init
+        else:
+            n_init = self.n_init
+        if init_is_array and n_init != 1:
+            warn_user(
+                "Explicit initial center position passed: performing only one "
+                f"init in {self.__class__.__name__} instead of n_init={n_init}.",
+                RuntimeWarning,
+            )
+            n_init = 1
+        return n_init
 
     def _set_fitted(
         self,
         rows,
-        units,
         centers,
         counts=None,
         inertia=None,
@@ -316,8 +332,9 @@ class _BaseRBFKMeans(
 
         ``fitted`` holds the estimator's own attributes (``sigma_`` and
         ``converged_`` among them) in the user's units; ``centers`` are in
-        the working ``units``. Adds ``cluster_centers_``, ``labels_`` (lazy
-        for dask rows) and ``inertia_``, emits the warnings (not converged,
+        the working units of ``rows`` (``rows.units``). Adds
+        ``cluster_centers_``, ``labels_`` (lazy for dask rows) and
+        ``inertia_``, emits the warnings (not converged,
         with ``subject``; empty clusters), then assigns everything in one
         step: a warning raised as an error leaves the previous model whole.
         The attributes named in ``drop`` are removed. ``counts`` and
@@ -332,6 +349,7 @@ class _BaseRBFKMeans(
             counts = np.bincount(labels, minlength=centers.shape[0])
         else:
             labels = rows.labels(centers)
+        units = rows.units
         fitted.update(
             cluster_centers_=units.to_user(centers),
             labels_=labels,
@@ -462,7 +480,7 @@ class _BaseRBFKMeans(
             assignments; each row sums to one. Lazy for dask input.
         """
         X, lazy = self._new_rows(X)
-        sigma = self.sigma_ / self._scale_of_fit()
+        sigma = self._units_of_fit().working_length(self.sigma_)
         if lazy:
             return _dask.predict_proba(
                 X,
@@ -519,17 +537,17 @@ class _BaseRBFKMeans(
             lazy for dask input.
         """
         X, lazy = self._new_rows(X)
-        scale = self._scale_of_fit()
+        units = self._units_of_fit()
         if lazy:
             distances = _dask.transform(X, self._centers_as(X), self._offset_as(X))
-            return distances * scale if scale != 1.0 else distances
+            return units.lengths_as(distances)
         centers, offset = self._centers_as(X), self._offset_as(X)
         if np.any(offset):
             # Centred, as in fit: far from the origin the distances cancel.
             X, centers = centred_rows(X, offset), centers - offset
         distances = _exact_near_zero(X, centers, euclidean_distances(X, centers))
         # In the user's units (tiny data: distances at working precision).
-        return scaled(distances, 1.0 / scale)
+        return units.lengths_as(distances)
 
     @one_blas_thread
     def score(self, X, y=None, sample_weight=None):
@@ -551,18 +569,19 @@ class _BaseRBFKMeans(
             ``-sum_i w_i min_j ||x_i - mu_j||^2``.
         """
         X, lazy = self._new_rows(X)
-        square = self._scale_of_fit() ** 2
+        units = self._units_of_fit()
         if lazy:
-            return -square * _dask.inertia(
+            inertia = _dask.inertia(
                 X, sample_weight, self._centers_as(X), self._offset_as(X)
             )
+            return -float(units.energies(inertia))
         sample_weight = _check_sample_weight(
             sample_weight, X, dtype=X.dtype, ensure_non_negative=True
         )
         _, inertia = labels_inertia(
             X, sample_weight, self._centers_as(X), self._offset_as(X)
         )
-        return -square * inertia
+        return -float(units.energies(inertia))
 
     def _centers_as(self, X):
         """Return the centres in the working units of the fit, dtype of ``X``."""
@@ -595,9 +614,6 @@ class _BaseRBFKMeans(
     def _units_of_fit(self):
         # Models fitted before working units existed work in the user's.
         return getattr(self, "_units", Units())
-
-    def _scale_of_fit(self):
-        return self._units_of_fit().scale
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -28,9 +28,10 @@ from ._engine.passes import (
     squared_norms,
     statistics,
 )
-from ._rows import draw_rows, weight_points
-from ._scaling import centred_magnitude, check_representable, safe_scale
 from ._engine.threads import one_blas_thread
+from ._iterations import em_fixed_sigma, em_lloyd
+from ._rows import draw_rows, memory_rows, sample_size, weight_points
+from ._scaling import Units, centred_magnitude, check_representable, safe_scale
 from ._validation import check_n_samples, check_some_weight, check_weight_total
 
 INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'
@@ -338,6 +339,9 @@ class DaskRows:
     weights, which raise the ``ValueError`` the NumPy path raises.
     """
 
+    # Dask rows are not rescaled: the fit works in the user's units.
+    units = Units()
+
     def __init__(self, estimator, X, sample_weight):
         self.dask, _ = import_dask()
         # Every block's values are checked at once by the summary below.
@@ -473,6 +477,67 @@ class DaskRows:
         """Nearest centre of every row, a lazy int32 dask array."""
         return predict(self.X, centers, self.offset)
 
+    # The operations of a fit (see ``_rows``), on chunks.
+
+    def kmeans(self, centers, activation, max_iter, tol, verbose=0):
+        """Lloyd's algorithm by EM at width 0 (one pass an iteration).
+
+        ``activation`` chooses the pass's route (the same sums to rounding).
+        Returns the centres, the iterations and whether the shift rule
+        stopped it (KMeans's relocation of empty clusters needs the rows in
+        memory).
+        """
+        return em_fixed_sigma(
+            self, centers, 0.0, activation, max_iter=max_iter, tol=tol, verbose=verbose
+        )
+
+    def lloyd(self, centers, max_iter):
+        """Lloyd until the labels are stable (``_iterations.em_lloyd``)."""
+        return em_lloyd(self, centers, max_iter)
+
+    def single_moves(self, centers, max_iter):
+        """Return the centres as they are: single moves need the rows in memory.
+
+        The fit ends on Lloyd's fixed point, which the certificate's
+        single-move condition may then refuse.
+        """
+        return centers
+
+    def init_sample(self, n_clusters, random_state, tol, kmeans_rule=False):
+        """Rows for the initialisation and the scaled tolerance; one ``compute``.
+
+        A uniform sample of ``sample_size`` rows in memory, and ``tol`` times
+        the mean feature variance of all rows, weighted (``kmeans_rule``,
+        KMeans's unweighted variance, is not applied on chunks).
+        """
+        Xs, ws, mean_var = self.sample(
+            sample_size(self.n_samples, n_clusters), random_state, variance=True
+        )
+        return Xs, ws, mean_var * tol
+
+    def annealing_sample(self, n_clusters, init, random_state):
+        """Return the rows in memory to anneal on, and ``init`` in their units.
+
+        With ``init="anneal"`` the NumPy fit's sample of ``sample_size``
+        units of weight (``weight_sample``: the same rows, so the same fit
+        to the rounding of the sums over chunks) unless a few very heavy
+        rows leave fewer distinct rows drawn than ``n_clusters``; otherwise a
+        uniform sample of ``sample_size`` rows drawn with ``random_state``.
+        The sample is brought into its own working units
+        (``_rows.memory_rows``), as a NumPy fit of it would be.
+        """
+        n_sample = sample_size(self.n_samples, n_clusters)
+        sample = None
+        anneal = isinstance(init, str) and init == "anneal"
+        if anneal and n_sample < self.n_samples:
+            sample = self.weight_sample(n_sample)
+            if sample[0].shape[0] < n_clusters:
+                sample = None  # a few very heavy rows: too few distinct rows
+        if sample is None:
+            sample = self.sample(n_sample, random_state)[:2]
+        Xs, ws = sample
+        return memory_rows(Xs, ws.astype(Xs.dtype), init)
+
 
 def _weight_total(w):
     return float(np.sum(w, dtype=np.float64))
@@ -497,16 +562,6 @@ def _sample_indices(n_samples, n_sample, random_state):
         more = random_state.randint(n_samples, size=n_sample - idx.size)
         idx = np.unique(np.concatenate([idx, more]))
     return idx
-
-
-def sample_size(n_samples, n_clusters):
-    """Return the size of the in-memory sample: ``min(n, max(10000, 100 k))``.
-
-    Rows for the initialisation on dask input; rows (dask input with another
-    ``init``) or units of weight (``init="anneal"``, NumPy and dask) for the
-    annealing of many rows.
-    """
-    return min(n_samples, max(10_000, 100 * n_clusters))
 
 
 # -- prediction -------------------------------------------------------------

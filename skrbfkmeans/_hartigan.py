@@ -31,11 +31,10 @@ from sklearn.utils._param_validation import Interval, validate_params
 
 from ._engine.blocks import BlockPlan
 from ._engine.passes import labels_inertia, squared_norms
-from ._lloyd import _nearest
-from ._loss import check_data_centers
-from ._scaling import working_units
 from ._engine.threads import one_blas_thread
-from ._validation import check_n_samples
+from ._lloyd import _nearest
+from ._scaling import working_units
+from ._validation import check_data_centers, check_n_samples
 
 # A move must lower the distortion by more than this many ulps of the terms
 # it compares (float64, explicit differences), so that rounding never makes

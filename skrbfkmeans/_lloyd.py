@@ -21,7 +21,7 @@ distances computed in different products can round differently, so ``run``
 ends with one full pass and carries on from its labels in the rare case
 they differ: a converged run is a fixed point of the full assignment.
 
-The engine's plain Lloyd (``_rows.lloyd``, entmax-1.5 at zero width) shares
+The engine's plain Lloyd (``_iterations.em_lloyd``, entmax-1.5 at zero width) shares
 a sample among exactly tied centres instead, and so moves coincident
 centres together; runs that start with coincident centres (the annealing
 with fewer distinct groups than clusters) are left to it.
@@ -30,10 +30,10 @@ with fewer distinct groups than clusters) are left to it.
 import numpy as np
 import scipy.sparse as sp
 
-from ._engine.blocks import BlockPlan, PreparedCenters, pooled_empty
 from ._engine.blas import matmul
+from ._engine.blocks import BlockPlan, PreparedCenters, pooled_empty
 from ._engine.passes import m_step
-from ._rows import em_fixed_sigma
+from ._iterations import em_fixed_sigma
 
 # An incremental step that would compute more than this share of a full
 # pass's distances runs the full pass (which also gives exact sums).
@@ -414,7 +414,7 @@ class _Bounds:
 
 
 def lloyd(rows, centers, max_iter):
-    """Lloyd from ``centers`` on in-memory rows; as ``_rows.lloyd``."""
+    """Lloyd from ``centers`` on in-memory rows; as ``_iterations.em_lloyd``."""
     state = IncrementalLloyd(rows, centers)
     n_iter, converged = state.run(max_iter)
     return state.centers, n_iter, converged

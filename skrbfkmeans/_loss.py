@@ -2,30 +2,13 @@
 
 from numbers import Real
 
-import numpy as np
-from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._engine.blocks import ACTIVATIONS
 from ._engine.passes import free_energy, gradients, squared_norms
-from ._scaling import scaled, working_units
 from ._engine.threads import one_blas_thread
-from ._validation import check_sample_weight
-
-
-def check_data_centers(X, centers, sample_weight):
-    """Validate the data, centres and weights of the functional API.
-
-    Returns ``X`` (float32 or float64, dense or CSR), a private copy of the
-    centres in the dtype of ``X`` and the weights (non-negative, not all 0).
-    """
-    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
-    centers = check_array(centers, dtype=X.dtype, order="C", copy=True)
-    if centers.shape[1] != X.shape[1]:
-        raise ValueError(
-            f"centers has {centers.shape[1]} features but X has {X.shape[1]}."
-        )
-    return X, centers, check_sample_weight(sample_weight, X)
+from ._scaling import working_units
+from ._validation import check_data_centers
 
 
 @validate_params(
@@ -130,14 +113,13 @@ def rbf_kmeans_loss(
     # In working units: the loss scales with the square of lengths, the
     # gradients with lengths (the scale is a power of 4: exact).
     X, offset, centers, units = working_units(X, sample_weight, centers)
-    scale = units.scale
-    args = (X, sample_weight, centers, float(sigma) / scale, activation, offset)
+    args = (X, sample_weight, centers, units.working_length(sigma), activation, offset)
     x_sq = squared_norms(X, offset)
     res = gradients(*args, x_sq) if return_gradient else free_energy(*args, x_sq)
-    loss = res.objective * scale * scale
+    loss = float(units.energies(res.objective))
     if not return_gradient:
         return loss
     # S is accumulated in coordinates centred on the offset.
     grad_centers = 2.0 * (res.N[:, None] * (centers - offset) - res.S)
-    grad_centers = scaled(grad_centers.astype(X.dtype), 1.0 / scale)
-    return loss, grad_centers, scaled(res.grad_X, 1.0 / scale)
+    grad_centers = units.lengths_as(grad_centers.astype(X.dtype))
+    return loss, grad_centers, units.lengths_as(res.grad_X)

@@ -19,12 +19,11 @@ from sklearn.utils._param_validation import (
 
 from ._engine.blas import matmul
 from ._engine.passes import labels_inertia, labels_margins, squared_norms
+from ._engine.threads import one_blas_thread
 from ._lloyd import IncrementalLloyd
-from ._loss import check_data_centers
 from ._rows import MemoryRows
 from ._scaling import working_units
-from ._engine.threads import one_blas_thread
-from ._validation import check_n_samples, warn_user
+from ._validation import check_data_centers, check_n_samples, warn_user
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
 MAX_PAIRS = 24
@@ -245,5 +244,4 @@ def kmeans_polish(
         X, sample_weight, centers, offset, x_sq, max_moves=max_moves
     )
     labels, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
-    square = units.scale * units.scale
-    return units.to_user(centers), labels, inertia * square, len(moves)
+    return units.to_user(centers), labels, float(units.energies(inertia)), len(moves)

@@ -1,6 +1,7 @@
 """RBFKMeans: soft and sparse K-Means at a fixed width."""
 
 from numbers import Real
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.base import (
@@ -13,15 +14,12 @@ from sklearn.utils.validation import (
 )
 
 from . import _dask
-
-from . import _dask_fit
+from ._base import _auto_sigma, _BaseRBFKMeans, all_or_nothing
 from ._engine.blocks import ACTIVATIONS
-from ._base import _auto_sigma, _BaseRBFKMeans, _tolerance, all_or_nothing
-from ._hartigan import hartigan
-from ._lloyd import kmeans_lloyd
-from ._rows import MemoryRows, em_fixed_sigma
-from ._stream import online_em_step
 from ._engine.threads import one_blas_thread
+from ._iterations import em_fixed_sigma
+from ._scaling import fit_units
+from ._stream import online_em_step
 from ._validation import check_n_samples, check_sample_weight
 
 
@@ -267,103 +265,82 @@ class RBFKMeans(_BaseRBFKMeans):
         self : object
             Fitted estimator.
         """
-        if _dask.is_dask_collection(X):
-            if self.algorithm == "hartigan" and self.sigma == 0:
-                raise ValueError(
-                    "algorithm='hartigan' moves single samples between clusters "
-                    "and needs the rows in memory: pass a NumPy array or a "
-                    "sparse matrix, or use algorithm='lloyd' for dask input."
-                )
-            rows, units, init, Xs, ws, tol, random_state = _dask_fit.prepare_rbf_kmeans(
-                self, X, sample_weight
-            )
-        else:
-            rows, units, init, tol, random_state = self._prepare_memory(
-                X, sample_weight
-            )
-            Xs, ws = rows.X, rows.w
-        n_init = self._resolve_n_init()
-        # sigma=0 is K-Means: Lloyd's algorithm with KMeans's stopping rules.
-        lloyd_exact = self.sigma == 0 and isinstance(rows, MemoryRows)
+        return self._fit(X, sample_weight)
 
-        def run(centers, sigma):
-            if lloyd_exact:
-                centers, n_iter, _ = kmeans_lloyd(
-                    rows, centers, self.max_iter, tol, self.verbose
-                )
-                if self.algorithm == "hartigan":
-                    centers = hartigan(
-                        rows.X, rows.w, centers, rows.offset, rows.x_sq,
-                        max_iter=self.max_iter,
-                    )[0]  # fmt: skip
-                final = rows.final(centers, 0.0, self.activation)
-                # As KMeans: no convergence warning when max_iter stops it.
-                return final[2], centers, n_iter, True, final
+    def _check_dask_fit(self):
+        if self.algorithm == "hartigan" and self.sigma == 0:
+            raise ValueError(
+                "algorithm='hartigan' moves single samples between clusters "
+                "and needs the rows in memory: pass a NumPy array or a "
+                "sparse matrix, or use algorithm='lloyd' for dask input."
+            )
+
+    def _prepare_runs(self, setup):
+        """Add the initialisation's rows, the scaled tolerance and the width.
+
+        The initialisation and ``sigma="auto"`` use ``Xs, ws``: all rows in
+        memory, a sample of dask rows. At ``sigma=0`` the tolerance follows
+        KMeans's rule (the variance without the weights). ``sigma`` is in
+        working units; ``None`` until the first initial centres resolve
+        ``"auto"``.
+        """
+        rows = setup.rows
+        setup.Xs, setup.ws, setup.tol = rows.init_sample(
+            self.n_clusters, setup.random_state, self.tol, kmeans_rule=self.sigma == 0
+        )
+        units = rows.units
+        setup.sigma = None if self.sigma == "auto" else units.working_length(self.sigma)
+
+    def _run_once(self, setup):
+        """One run from new initial centres: KMeans's at ``sigma=0``, else EM."""
+        rows = setup.rows
+        centers = self._init_centroids(
+            setup.Xs, setup.init, setup.random_state, setup.ws
+        )
+        if self.verbose:
+            print("Initialization complete")
+        if setup.sigma is None:
+            setup.sigma = _auto_sigma(centers, setup.Xs, setup.ws)
+        if self.sigma == 0:
+            centers, n_iter, converged = rows.kmeans(
+                centers, self.activation, self.max_iter, setup.tol, self.verbose
+            )
+            if self.algorithm == "hartigan":
+                centers = rows.single_moves(centers, self.max_iter)
+        else:
             centers, n_iter, converged = em_fixed_sigma(
                 rows,
                 centers,
-                sigma,
+                setup.sigma,
                 self.activation,
                 max_iter=self.max_iter,
-                tol=tol,
+                tol=setup.tol,
                 verbose=self.verbose,
             )
-            final = rows.final(centers, sigma, self.activation)
-            return final[2], centers, n_iter, converged, final
-
-        sigma, best = self._best_of_inits(
-            Xs, ws, init, n_init, random_state, run, units.scale
+        final = rows.final(centers, setup.sigma, self.activation)
+        return SimpleNamespace(
+            key=final[2],
+            centers=centers,
+            n_iter=n_iter,
+            converged=converged,
+            final=final,
         )
-        _, centers, n_iter, converged, (counts, inertia, objective) = best
-        self._set_fitted(
-            rows,
-            units,
-            centers,
-            counts,
-            inertia,
-            n_iter_=n_iter,
-            converged_=converged,
+
+    def _fitted(self, setup, run):
+        """Return the arguments of ``_set_fitted`` for the best run."""
+        units = setup.rows.units
+        counts, inertia, objective = run.final
+        return dict(
+            centers=run.centers,
+            counts=counts,
+            inertia=inertia,
+            n_iter_=run.n_iter,
+            converged_=run.converged,
             objective_=float(units.energies(objective)),
-            sigma_=float(units.lengths(sigma)),
+            sigma_=float(units.lengths(setup.sigma)),
             # A fit ends the stream of partial_fit: the next call starts one.
             drop=("_stream", "n_steps_"),
         )
-        return self
-
-    def _prepare_memory(self, X, sample_weight):
-        """Return rows in working units, the units, init, tol, random state."""
-        X, sample_weight = self._validate_fit_data(X, sample_weight)
-        self._init_is_array = _is_arraylike_not_scalar(self.init)
-        init = self._check_init_array(X) if self._init_is_array else self.init
-        X, offset, init, units = self._working_units(X, sample_weight, init)
-        # At sigma=0 KMeans's own rule: the variance without the weights.
-        weights = np.ones_like(sample_weight) if self.sigma == 0 else sample_weight
-        tol = _tolerance(X, weights, self.tol)
-        random_state = check_random_state(self.random_state)
-        return MemoryRows(X, sample_weight, offset), units, init, tol, random_state
-
-    def _best_of_inits(self, Xs, ws, init, n_init, random_state, run, scale):
-        """``n_init`` runs from ``init`` on the rows ``Xs``; the lowest objective.
-
-        ``run(centers, sigma)`` does one run from initial centres and returns
-        ``(objective, centers, n_iter, converged, extra)``. ``sigma="auto"``
-        is resolved from the first initial centres; ``scale`` is the working
-        units' (``sigma`` is in them). Returns ``sigma`` and the best run's
-        tuple. NumPy and dask fits share it: ``Xs`` is all rows or the sample
-        the initialisation uses.
-        """
-        sigma = None if self.sigma == "auto" else float(self.sigma) / scale
-        best = None
-        for _ in range(n_init):
-            centers = self._init_centroids(Xs, init, random_state, ws)
-            if self.verbose:
-                print("Initialization complete")
-            if sigma is None:
-                sigma = _auto_sigma(centers, Xs, ws)
-            result = run(centers, sigma)
-            if best is None or result[0] < best[0]:
-                best = result
-        return sigma, best
 
     @_fit_context(prefer_skip_nested_validation=True)
     @all_or_nothing
@@ -471,10 +448,10 @@ class RBFKMeans(_BaseRBFKMeans):
             check_n_samples(
                 X.shape[0], self.n_clusters, " in the first call to partial_fit"
             )
-            self._init_is_array = _is_arraylike_not_scalar(self.init)
-            init = self._check_init_array(X) if self._init_is_array else self.init
+            init_is_array = _is_arraylike_not_scalar(self.init)
+            init = self._check_init_array(X) if init_is_array else self.init
             # The first batch sets the working units of the whole stream.
-            X, offset, init, units = self._working_units(X, sample_weight, init)
+            X, offset, init, units = fit_units(X, sample_weight, init)
             random_state = check_random_state(self.random_state)
             centers = self._init_centroids(X, init, random_state, sample_weight)
             sigma = (
@@ -499,7 +476,7 @@ class RBFKMeans(_BaseRBFKMeans):
             X,
             sample_weight,
             centers,
-            sigma / units.scale,
+            units.working_length(sigma),
             self.activation,
             offset,
             stream[:2],

@@ -17,32 +17,51 @@ algorithms need; each pass visits every row block once:
 ``labels(centers)``
     The nearest centre of every row (a lazy array for dask rows).
 
+and the operations a fit runs on them, whatever they are:
+
+``kmeans(centers, activation, max_iter, tol, verbose)``
+    KMeans's run (its stopping rules and relocations), ``sigma=0``.
+``lloyd(centers, max_iter)``
+    Lloyd's algorithm until the labels are stable.
+``single_moves(centers, max_iter)``
+    Single-sample moves until none lowers the distortion (``_hartigan``).
+``init_sample(n_clusters, random_state, tol, kmeans_rule)``
+    The rows the initialisation uses, and the tolerance scaled to the data.
+``annealing_sample(n_clusters, init, random_state)``
+    The rows in memory the annealing runs on, and ``init`` in their units.
+
 ``MemoryRows`` (below) runs them on arrays in memory; ``_dask.DaskRows`` on
-dask chunks, one ``compute`` per pass. Fixed-width EM, Lloyd's algorithm and
-the certificate are written once, against either.
+dask chunks, one ``compute`` per pass. Fixed-width EM, Lloyd's algorithm by EM
+and the certificate (``_iterations``) are written once, against either.
 """
 
 import numpy as np
 
+from . import _hartigan, _lloyd
 from ._certificate import explicit_fixed_point
 from ._engine.passes import (
+    column_mean_variance,
     free_energy,
     labels_inertia,
     labels_margins,
-    m_step,
     squared_norms,
     statistics,
 )
+from ._scaling import Units, fit_units
 
 
 class MemoryRows:
-    """Rows in memory: ``X`` (dense or CSR), weights, offset, squared norms."""
+    """Rows in memory: ``X`` (dense or CSR), weights, offset, squared norms.
 
-    def __init__(self, X, sample_weight, offset, x_sq=None):
+    ``units`` are the working units ``X`` is in (``_scaling.Units``).
+    """
+
+    def __init__(self, X, sample_weight, offset, x_sq=None, units=Units()):
         self.X = X
         self.w = sample_weight
         self.offset = offset
         self.x_sq = squared_norms(X, offset) if x_sq is None else x_sq
+        self.units = units
         # The labels of the last ``final`` pass: the fit asks for them next.
         self._last = (None, None)
         self._centred = None
@@ -87,87 +106,90 @@ class MemoryRows:
         ).objective
         return np.bincount(labels, minlength=centers.shape[0]), inertia, objective
 
+    def kmeans(self, centers, activation, max_iter, tol, verbose=0):
+        """KMeans's run from ``centers`` (``_lloyd.kmeans_lloyd``).
 
-def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verbose=0):
-    """EM at a fixed width from ``centers_init`` over ``rows``.
+        ``activation`` is not used (dask rows run EM at width 0 with it).
+        Returns the centres, the iterations and True: as KMeans, a run that
+        ``max_iter`` stopped is not reported as unconverged.
+        """
+        centers, n_iter, _ = _lloyd.kmeans_lloyd(self, centers, max_iter, tol, verbose)
+        return centers, n_iter, True
 
-    Stops when the summed squared centre shift is at most ``tol`` (already
-    scaled to the data, as KMeans does) or after ``max_iter`` iterations.
-    Cost: one ``rows.stats`` pass per iteration.
+    def lloyd(self, centers, max_iter):
+        """Lloyd until the labels are stable (``_lloyd.lloyd``, incremental)."""
+        return _lloyd.lloyd(self, centers, max_iter)
 
-    Returns
-    -------
-    centers : ndarray of shape (n_clusters, n_features)
-        The final centres.
-    n_iter : int
-        Number of E/M iterations run.
-    converged : bool
-        Whether the shift criterion was met.
+    def single_moves(self, centers, max_iter):
+        """Centres after single-sample moves until none gains (``_hartigan``)."""
+        return _hartigan.hartigan(
+            self.X, self.w, centers, self.offset, self.x_sq, max_iter=max_iter
+        )[0]
+
+    def init_sample(self, n_clusters, random_state, tol, kmeans_rule=False):
+        """Rows for the initialisation (all of them) and the scaled tolerance.
+
+        ``tol`` times the mean feature variance, weighted, or unweighted
+        with ``kmeans_rule`` (KMeans's own rule, for ``sigma=0``).
+        """
+        weights = np.ones_like(self.w) if kmeans_rule else self.w
+        return self.X, self.w, tolerance(self.X, weights, tol)
+
+    def annealing_sample(self, n_clusters, init, random_state):
+        """Return the rows the annealing of many rows runs on, and ``init`` in them.
+
+        With ``init="anneal"`` and more rows than ``n_units =
+        sample_size(n_samples, n_clusters)``: the rows of
+        ``weight_sample`` with their counts as weights, in the same units
+        (so ``init`` is returned as it is), unless a few very heavy rows
+        leave fewer distinct rows drawn than ``n_clusters``. Otherwise these
+        rows. ``random_state`` is not used (the sample depends on the data
+        only).
+        """
+        n_units = sample_size(self.w.shape[0], n_clusters)
+        if not (isinstance(init, str) and init == "anneal"):
+            return self, init
+        if n_units >= self.w.shape[0]:
+            return self, init
+        idx, counts = weight_sample(self.w, n_units)
+        if idx.size < n_clusters:
+            return self, init
+        sample = MemoryRows(
+            self.X[idx], counts.astype(self.w.dtype), self.offset, units=self.units
+        )
+        return sample, init
+
+
+def memory_rows(X, sample_weight, init):
+    """Rows in memory in the working units of a fit, and ``init`` in them.
+
+    ``init`` is an array, a callable or a name (``_scaling.fit_units``).
     """
-    centers = np.array(centers_init, dtype=centers_init.dtype, copy=True)
-    converged = False
-    n_iter = 0
-    for n_iter in range(1, max_iter + 1):
-        N, S, inertia = rows.stats(centers, sigma, activation)
-        new = m_step(N, S, centers, rows.offset)
-        shift = float(((new - centers) ** 2).sum())
-        centers = new
-        if verbose:
-            print(
-                f"Iteration {n_iter - 1}, inertia {inertia:.6g}, "
-                f"center shift {shift:.3e}."
-            )
-        if shift <= tol:
-            converged = True
-            if verbose:
-                print(
-                    f"Converged at iteration {n_iter - 1}: center shift "
-                    f"{shift:.3e} within tolerance {tol:.3e}."
-                )
-            break
-    return centers, n_iter, converged
+    X, offset, init, units = fit_units(X, sample_weight, init)
+    return MemoryRows(X, sample_weight, offset, units=units), init
 
 
-def lloyd(rows, centers, max_iter):
-    """Lloyd iterations until no label changes (or ``max_iter``).
+def tolerance(X, sample_weight, tol):
+    """``tol`` times the mean feature variance, as KMeans scales it.
 
-    Entmax-1.5 at a vanishing width is exactly one-hot, so its EM is Lloyd's;
-    with ``tol=0`` it stops when no centre moves, i.e. when the labels no
-    longer change. Returns the centres, the number of iterations and whether
-    the labels became stable.
+    The variance is weighted (KMeans's is not: pass unit weights for its
+    rule), so that integer weights stay equivalent to repeated rows down to
+    the stopping iteration.
     """
-    return em_fixed_sigma(rows, centers, 0.0, "entmax15", max_iter=max_iter, tol=0.0)
+    if tol == 0:
+        return 0.0
+    _, var = column_mean_variance(X, sample_weight)
+    return max(float(np.mean(var)), 0.0) * tol
 
 
-def certify(rows, centers, sigma_max):
-    """Largest certified width (at most ``sigma_max``) and whether it holds.
+def sample_size(n_samples, n_clusters):
+    """Return the size of the in-memory sample: ``min(n, max(10000, 100 k))``.
 
-    The centres are certified when every margin is positive, the explicit
-    check of ``_certificate`` agrees (margins from explicit differences, each
-    centre its cluster's mean), and a Lloyd step (entmax-1.5 at the certified
-    width, exactly one-hot) leaves them equal to themselves to rounding. The
-    width is shrunk by a few ulps of the margin so that the one-hot test
-    holds after the rounding of ``1 / T``.
+    Rows for the initialisation on dask input; rows (dask input with another
+    ``init``) or units of weight (``init="anneal"``, NumPy and dask) for the
+    annealing of many rows.
     """
-    min_margin = rows.min_margin(centers)
-    eps = np.finfo(centers.dtype).eps
-    if not min_margin > 0 or not np.isfinite(min_margin):
-        return sigma_max, min_margin == np.inf
-    # The engine's margins share the GEMM's rounding: the width must also
-    # pass the margins of explicit differences, and the centres their means.
-    explicit_margin, fixed, stable = rows.explicit_check(centers)
-    if not (explicit_margin > 0 and fixed and stable):
-        return sigma_max, False
-    min_margin = min(min_margin, explicit_margin)
-    sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
-    N, S, _ = rows.stats(centers, sigma, "entmax15")
-    new = m_step(N, S, centers, rows.offset)
-    offset = rows.offset
-    # Rounding relative to the data's own magnitude (never an absolute 1:
-    # tiny data would pass any test).
-    scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
-    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
-    return sigma, bool(ok)
+    return min(n_samples, max(10_000, 100 * n_clusters))
 
 
 def weight_sample(sample_weight, n_units):

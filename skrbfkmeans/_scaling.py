@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn.utils import check_array
 
 from ._engine.blocks import centred_rows
 from ._engine.passes import column_mean_variance, data_offset
@@ -62,6 +63,18 @@ class Units(NamedTuple):
         tiny data underflow to their values at working precision.
         """
         return scaled(np.asarray(x, dtype=np.float64), 1.0 / self.scale)
+
+    def working_length(self, x):
+        """Return a length in the user's units (a width) in working units."""
+        return float(x) / self.scale
+
+    def lengths_as(self, x):
+        """Return working-unit lengths (distances, gradients) in the user's, same dtype.
+
+        ``x`` is an array (dense, CSR or dask); it is returned itself when
+        the scale is 1.
+        """
+        return scaled(x, 1.0 / self.scale)
 
     def energies(self, x):
         """Return squared lengths (inertia, energies) in the user's units.
@@ -194,3 +207,28 @@ def scaled(X, scale):
         if sp.issparse(X):
             return X * inv
         return np.multiply(X, inv)
+
+
+def fit_units(X, sample_weight, init):
+    """``working_units`` of a fit whose ``init`` is an array, a callable or a name.
+
+    Returns ``(rows, offset, init, units)``: an array ``init`` in working
+    units (it enters the scale), a callable wrapped so that it sees the
+    user's rows and returns centres in working units, a name as it is.
+    """
+    array = init if isinstance(init, np.ndarray) else None
+    X_user = X
+    X, offset, array, units = working_units(X, sample_weight, array)
+    if array is not None:
+        return X, offset, array, units
+    if not units.identity and callable(init):
+        user_init = init
+
+        def init(X, n_clusters, random_state):
+            centers = check_array(
+                user_init(X_user, n_clusters, random_state=random_state),
+                dtype=X_user.dtype,
+            )
+            return units.points(centers)
+
+    return X, offset, init, units

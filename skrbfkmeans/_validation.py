@@ -1,8 +1,8 @@
 """Checks of sample weights and sample counts, shared by every entry point.
 
-The estimators, ``kmeans_polish``, ``rbf_kmeans_loss`` and the dask rows
-raise the same errors, with scikit-learn's messages; ``warn_user`` issues
-their warnings at the caller's line.
+The estimators, ``kmeans_polish``, ``kmeans_hartigan``, ``rbf_kmeans_loss``
+and the dask rows raise the same errors, with scikit-learn's messages;
+``warn_user`` issues their warnings at the caller's line.
 """
 
 import os
@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import sklearn.base
 import sklearn.utils._param_validation
+from sklearn.utils import check_array
 from sklearn.utils.validation import _check_sample_weight
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
@@ -79,3 +80,18 @@ def check_n_samples(n_samples, n_clusters, where="", name="n_clusters"):
         raise ValueError(
             f"n_samples={n_samples} should be >= {name}={n_clusters}{where}."
         )
+
+
+def check_data_centers(X, centers, sample_weight):
+    """Validate the data, centres and weights of the functional API.
+
+    Returns ``X`` (float32 or float64, dense or CSR), a private copy of the
+    centres in the dtype of ``X`` and the weights (non-negative, not all 0).
+    """
+    X = check_array(X, accept_sparse="csr", dtype=[np.float64, np.float32], order="C")
+    centers = check_array(centers, dtype=X.dtype, order="C", copy=True)
+    if centers.shape[1] != X.shape[1]:
+        raise ValueError(
+            f"centers has {centers.shape[1]} features but X has {X.shape[1]}."
+        )
+    return X, centers, check_sample_weight(sample_weight, X)

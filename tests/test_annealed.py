@@ -703,10 +703,10 @@ def test_fit_shortcuts_and_transform():
 def test_dropped_group_copies_join_the_nearest_group():
     # Check the copy bookkeeping of drop_light: the copies of a light group
     # go to its nearest group, also when that group comes after it.
-    from skrbfkmeans._anneal import _Groups
+    from skrbfkmeans._schedule import Groups
 
     centers = np.array([[0.0], [990.0], [20.0], [1000.0]])
-    groups = _Groups(centers.copy(), np.array([5.0, 0.1, 5.0, 5.0]), np.arange(4))
+    groups = Groups(centers.copy(), np.array([5.0, 0.1, 5.0, 5.0]), np.arange(4))
     groups.drop_light(1.0)
     assert_array_equal(groups.centers, [[0.0], [20.0], [1000.0]])
     # Copy 1 (of the group at 990) now belongs to the group at 1000.
@@ -718,8 +718,8 @@ def test_n_iter_counts_the_final_lloyd_run():
     # centres (the path's last stage) to the final ones, at most max_iter;
     # n_iter_total_ counts every stage too.
     from skrbfkmeans._engine.passes import data_offset
+    from skrbfkmeans._iterations import em_lloyd as plain_lloyd
     from skrbfkmeans._rows import MemoryRows
-    from skrbfkmeans._rows import lloyd as plain_lloyd
 
     X, _ = make_blobs(300, centers=5, cluster_std=1.5, random_state=0)
     km = AnnealedRBFKMeans(5, polish=False).fit(X)

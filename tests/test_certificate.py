@@ -20,7 +20,8 @@ import skrbfkmeans._rows as rows_module
 from skrbfkmeans import AnnealedRBFKMeans
 from skrbfkmeans._certificate import explicit_fixed_point
 from skrbfkmeans._engine.passes import data_offset, squared_norms
-from skrbfkmeans._rows import MemoryRows, certify
+from skrbfkmeans._iterations import certify
+from skrbfkmeans._rows import MemoryRows
 
 
 def _oracle(X, w, centers, sigma):

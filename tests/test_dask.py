@@ -283,7 +283,7 @@ def test_certificate_checks_every_row_explicitly(client):
     # every chunk: centres moved off their means by 1e-6 of the spread, with
     # margins that the engine alone would accept, are refused.
     from skrbfkmeans._dask import DaskRows
-    from skrbfkmeans._rows import certify
+    from skrbfkmeans._iterations import certify
 
     X = np.array([[0.0], [2.0], [4.0], [10.0], [12.0], [14.0]]) * 1e-20
     Xd = da.from_array(X, chunks=(2, 1))

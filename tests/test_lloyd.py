@@ -1,7 +1,7 @@
 """Incremental Lloyd against plain Lloyd, and the polish against a plain search.
 
 ``IncrementalLloyd`` recomputes only the samples a moved centre can take or
-lose. The oracle is the engine's plain Lloyd (``_rows.lloyd``: every sample
+lose. The oracle is the engine's plain Lloyd (``_iterations.em_lloyd``: every sample
 against every centre, every iteration) and, for single assignment steps, an
 explicit nearest-centre search by differences.
 """
@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from skrbfkmeans import _lloyd
 from skrbfkmeans._engine.passes import data_offset, labels_inertia
+from skrbfkmeans._iterations import em_lloyd as plain_lloyd
 from skrbfkmeans._lloyd import IncrementalLloyd
 from skrbfkmeans._polish import _candidates, polish
 from skrbfkmeans._rows import MemoryRows
-from skrbfkmeans._rows import lloyd as plain_lloyd
 
 
 @pytest.fixture(

@@ -18,7 +18,7 @@ from threadpoolctl import threadpool_limits
 from skrbfkmeans import (
     AnnealedRBFKMeans,
     RBFKMeans,
-    _annealed_rbf_kmeans,
+    _rows,
     kmeans_polish,
 )
 from skrbfkmeans._engine import blocks as _assign
@@ -117,7 +117,10 @@ def test_thread_count_follows_kmeans_controls():
 
     with threadpool_limits(1):
         assert _threads.engine_threads() == 1
-    code = "from skrbfkmeans._engine.threads import engine_threads; print(engine_threads())"
+    code = (
+        "from skrbfkmeans._engine.threads import engine_threads; "
+        "print(engine_threads())"
+    )
     env = dict(os.environ, OMP_NUM_THREADS="1")
     out = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True
@@ -144,7 +147,7 @@ def test_many_rows_and_bounds_identical_for_every_thread_count(
     # two and three threads, the blocks on the pool's threads.
     X, _ = make_blobs(6000, centers=16, n_features=3, random_state=1)
     # A sample of 2000 rows (10000 by default): the same route, less time.
-    monkeypatch.setattr(_annealed_rbf_kmeans, "sample_size", lambda n, k: min(n, 2000))
+    monkeypatch.setattr(_rows, "sample_size", lambda n, k: min(n, 2000))
     names = block_threads
     results = {}
     for n_threads in (1, 2, 3):

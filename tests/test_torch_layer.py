@@ -2,7 +2,7 @@
 
 Oracles: the fitted NumPy estimators (``predict``, ``predict_proba``, the
 annealing's first width ``sigma_path_[0]``), the package's certificate of a
-K-Means fixed point (``_rows.certify``), explicit cluster means and
+K-Means fixed point (``_iterations.certify``), explicit cluster means and
 scikit-learn's KMeans.
 """
 
@@ -25,7 +25,8 @@ from sklearn.metrics import adjusted_rand_score  # noqa: E402
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans  # noqa: E402
 from skrbfkmeans._engine.passes import data_offset, squared_norms  # noqa: E402
-from skrbfkmeans._rows import MemoryRows, certify  # noqa: E402
+from skrbfkmeans._iterations import certify  # noqa: E402
+from skrbfkmeans._rows import MemoryRows  # noqa: E402
 from skrbfkmeans.torch import (  # noqa: E402
     AnnealingSchedule,
     RBFKMeansLayer,

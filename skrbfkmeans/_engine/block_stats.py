@@ -14,6 +14,7 @@ straightforward route and with explicit sums.
 import numpy as np
 import scipy.sparse as sp
 
+from .blas import matmul
 from .blocks import (
     augmented_block,
     centred_block,
@@ -21,7 +22,6 @@ from .blocks import (
     scaled_scores,
     softmax_weights,
 )
-from .blas import matmul
 
 # Up to this fraction of near scores a block is gathered (sparse route).
 _SPARSE_EXP_DENSITY = 0.4

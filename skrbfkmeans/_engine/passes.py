@@ -15,6 +15,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from .blas import matmul, row_sums
+from .block_stats import _accumulate_moments, _hard_stats, _softmax_stats
 from .blocks import (
     SWEEP_BLOCK_BYTES,
     BlockPlan,
@@ -25,8 +27,6 @@ from .blocks import (
     scores_inplace,
     temperature,
 )
-from .blas import matmul, row_sums
-from .block_stats import _accumulate_moments, _hard_stats, _softmax_stats
 
 
 class PassResult(NamedTuple):

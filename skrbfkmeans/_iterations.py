@@ -1,0 +1,111 @@
+"""Fixed-width EM, Lloyd's algorithm by EM and the certificate, over any rows.
+
+Written once against the rows interface (``_rows.MemoryRows``,
+``_dask.DaskRows``): each iteration is one ``rows.stats`` pass, so the same
+code runs on arrays in memory and on dask chunks.
+"""
+
+import numpy as np
+
+from ._engine.passes import m_step
+
+
+def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verbose=0):
+    """EM at a fixed width from ``centers_init`` over ``rows``.
+
+    Stops when the summed squared centre shift is at most ``tol`` (already
+    scaled to the data, as KMeans does) or after ``max_iter`` iterations.
+    Cost: one ``rows.stats`` pass per iteration.
+
+    Returns
+    -------
+    centers : ndarray of shape (n_clusters, n_features)
+        The final centres.
+    n_iter : int
+        Number of E/M iterations run.
+    converged : bool
+        Whether the shift criterion was met.
+    """
+    centers = np.array(centers_init, dtype=centers_init.dtype, copy=True)
+    converged = False
+    n_iter = 0
+    for n_iter in range(1, max_iter + 1):
+        N, S, inertia = rows.stats(centers, sigma, activation)
+        new = m_step(N, S, centers, rows.offset)
+        shift = float(((new - centers) ** 2).sum())
+        centers = new
+        if verbose:
+            print(
+                f"Iteration {n_iter - 1}, inertia {inertia:.6g}, "
+                f"center shift {shift:.3e}."
+            )
+        if shift <= tol:
+            converged = True
+            if verbose:
+                print(
+                    f"Converged at iteration {n_iter - 1}: center shift "
+                    f"{shift:.3e} within tolerance {tol:.3e}."
+                )
+            break
+    return centers, n_iter, converged
+
+
+def em_lloyd(rows, centers, max_iter):
+    """Lloyd iterations until no label changes (or ``max_iter``).
+
+    Entmax-1.5 at a vanishing width is exactly one-hot, so its EM is Lloyd's;
+    with ``tol=0`` it stops when no centre moves, i.e. when the labels no
+    longer change. Returns the centres, the number of iterations and whether
+    the labels became stable.
+    """
+    return em_fixed_sigma(rows, centers, 0.0, "entmax15", max_iter=max_iter, tol=0.0)
+
+
+def certify(rows, centers, sigma_max):
+    """Largest certified width (at most ``sigma_max``) and whether it holds.
+
+    The centres are certified when every margin is positive, the explicit
+    check of ``_certificate`` agrees (margins from explicit differences, each
+    centre its cluster's mean), and a Lloyd step (entmax-1.5 at the certified
+    width, exactly one-hot) leaves them equal to themselves to rounding. The
+    width is shrunk by a few ulps of the margin so that the one-hot test
+    holds after the rounding of ``1 / T``.
+    """
+    min_margin = rows.min_margin(centers)
+    eps = np.finfo(centers.dtype).eps
+    if not min_margin > 0 or not np.isfinite(min_margin):
+        return sigma_max, min_margin == np.inf
+    # The engine's margins share the GEMM's rounding: the width must also
+    # pass the margins of explicit differences, and the centres their means.
+    explicit_margin, fixed, stable = rows.explicit_check(centers)
+    if not (explicit_margin > 0 and fixed and stable):
+        return sigma_max, False
+    min_margin = min(min_margin, explicit_margin)
+    sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
+    N, S, _ = rows.stats(centers, sigma, "entmax15")
+    new = m_step(N, S, centers, rows.offset)
+    offset = rows.offset
+    # Rounding relative to the data's own magnitude (never an absolute 1:
+    # tiny data would pass any test).
+    scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
+    ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
+    return sigma, bool(ok)
+
+
+def em_at_width(rows, centers, sigma, activation, max_iter, tol):
+    """Plain EM (no prior) at ``sigma`` from ``centers``: a float sigma_end's fit.
+
+    It stops when the summed squared shift of the centres is at most the
+    square of a stage's move tolerance, ``(30 tol)^2 T``. Returns the
+    centres, the iterations and whether that rule stopped it.
+    """
+    return em_fixed_sigma(
+        rows, centers, sigma, activation, max_iter=max_iter,
+        tol=0.0 if tol == 0 else (30 * tol) ** 2 * 2.0 * sigma**2,
+    )  # fmt: skip
+
+
+def certified_at(rows, centers, sigma):
+    """Whether the certificate holds at width ``sigma`` itself."""
+    cert_sigma, certified = certify(rows, centers, sigma)
+    return bool(certified and cert_sigma >= sigma)
