@@ -18,21 +18,33 @@ fraction of scores at the initial centres, and ``exp`` the time of one
 NumPy ``exp`` over n x k values of the dtype (the floor of a dense softmax
 iteration without any other work), with its ratio to Lloyd.
 
-Run: ``python benchmarks/bench_fit.py [--repeat 5] [--large]``
-(``--large`` adds n = 1e6).
+Run: ``python benchmarks/bench_fit.py [--repeat 5] [--large] [--smoke]``
+(``--large`` adds n = 1e6; ``--smoke`` runs every shape at n = 2000 once, a
+check that the script runs, not a measurement).
 """
 
 import argparse
 import time
+import warnings
 
 import numpy as np
 from sklearn.cluster._k_means_lloyd import lloyd_iter_chunked_dense
 from sklearn.datasets import make_blobs
+from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
-from skrbfkmeans._base import _auto_sigma
+from skrbfkmeans import RBFKMeans
 from skrbfkmeans._engine.passes import data_offset, squared_norms
-from skrbfkmeans._rows import MemoryRows, em_fixed_sigma
+from skrbfkmeans._iterations import em_fixed_sigma
+from skrbfkmeans._rows import MemoryRows
+
+
+def default_sigma(X, C):
+    """The width ``sigma="auto"`` resolves to from the initial centres ``C``."""
+    with warnings.catch_warnings():
+        # One iteration is enough to resolve the width: it stops at max_iter.
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return RBFKMeans(C.shape[0], init=C, n_init=1, max_iter=1).fit(X).sigma_
 
 
 def near_fraction(X, C, sigma):
@@ -66,26 +78,30 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--large", action="store_true")
+    parser.add_argument(
+        "--smoke", action="store_true", help="n = 2000, one round (a check)"
+    )
     args = parser.parse_args()
+    n, repeat = (2000, 1) if args.smoke else (100_000, args.repeat)
 
     shapes = [
-        (100_000, 16, 64, np.float64, "normal"),
-        (100_000, 16, 64, np.float64, "blobs"),
-        (100_000, 16, 64, np.float32, "normal"),
-        (100_000, 16, 64, np.float32, "blobs"),
-        (100_000, 2, 8, np.float64, "normal"),
-        (100_000, 2, 8, np.float64, "blobs"),
-        (100_000, 64, 8, np.float64, "normal"),
-        (100_000, 64, 8, np.float64, "blobs"),
-        (100_000, 16, 256, np.float64, "normal"),
-        (100_000, 16, 256, np.float64, "blobs"),
+        (n, 16, 64, np.float64, "normal"),
+        (n, 16, 64, np.float64, "blobs"),
+        (n, 16, 64, np.float32, "normal"),
+        (n, 16, 64, np.float32, "blobs"),
+        (n, 2, 8, np.float64, "normal"),
+        (n, 2, 8, np.float64, "blobs"),
+        (n, 64, 8, np.float64, "normal"),
+        (n, 64, 8, np.float64, "blobs"),
+        (n, 16, 256, np.float64, "normal"),
+        (n, 16, 256, np.float64, "blobs"),
     ]
-    if args.large:
+    if args.large and not args.smoke:
         shapes.append((1_000_000, 16, 64, np.float64, "normal"))
         shapes.append((1_000_000, 16, 64, np.float64, "blobs"))
 
     print(
-        f"ms per iteration, medians of {args.repeat} interleaved rounds, "
+        f"ms per iteration, medians of {repeat} interleaved rounds, "
         "1 BLAS thread; x = ratio to Lloyd"
     )
     print(
@@ -100,7 +116,7 @@ def main():
         else:
             X = make_blobs(n, d, centers=k, random_state=0)[0].astype(dtype)
         C = X[rng.choice(n, k, replace=False)].copy()
-        sigma = _auto_sigma(C, X, np.ones(n, dtype=dtype))
+        sigma = default_sigma(X, C)
         near = near_fraction(X, C, sigma)
         w = np.ones(n, dtype=dtype)
         offset = data_offset(X, w)
@@ -130,12 +146,12 @@ def main():
         }
         per_iter = {name: [] for name in steps}
         with threadpool_limits(1):
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 for name, step in steps.items():
                     t0 = time.perf_counter()
                     step()
                     per_iter[name].append(time.perf_counter() - t0)
-            t_exp = 1e3 * exp_time(n, k, dtype, args.repeat)
+            t_exp = 1e3 * exp_time(n, k, dtype, repeat)
         med = {name: 1e3 * np.median(v) for name, v in per_iter.items()}
         lloyd = med["lloyd"]
         print(
