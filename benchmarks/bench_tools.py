@@ -1,8 +1,8 @@
 """Which tool when: time and inertia of each clusterer against KMeans(n_init=10).
 
 The README's "which tool when" table quotes this script. On the eleven smaller data
-sets of ``bench_quality.py`` (with ``--large``, its three sets of 50000 rows
-and more too) it fits, with one BLAS/OpenMP thread:
+sets of ``bench_quality.py`` (its family ``hard``; with ``--large``, its three
+sets of 50000 rows and more too) it fits, with one BLAS/OpenMP thread:
 
 - ``KMeans(n_init=10)``, the reference, and ``KMeans(n_init=1)``;
 - ``RBFKMeans()`` (softmax, ``sigma="auto"``) and
@@ -22,7 +22,10 @@ method, then the summary the README quotes: per method, the median and the
 range over the data sets of the time ratio and of the inertia difference.
 The date, the machine and the library versions head the output.
 
-Run: ``python benchmarks/bench_tools.py [--repeat 3] [--only NAME] [--large]``.
+Run: ``python benchmarks/bench_tools.py [--repeat 3] [--only NAME] [--large]
+[--smoke]``; ``--only`` takes any set of ``bench_quality.py``; ``--smoke``
+runs its two small smoke sets once: a check that the script runs, not a
+measurement.
 """
 
 import argparse
@@ -35,7 +38,7 @@ import warnings
 import numpy as np
 import scipy
 import sklearn
-from bench_quality import DATASETS, LARGE, PolishedKMeans
+from bench_quality import DATASETS, FAMILIES, SMOKE, PolishedKMeans
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
@@ -91,7 +94,19 @@ def main():
     parser.add_argument(
         "--large", action="store_true", help="also the sets of 50000 rows and more"
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="two small sets, one round (a check)"
+    )
     args = parser.parse_args()
+    repeat = 1 if args.smoke else args.repeat
+    if args.smoke:
+        names = SMOKE
+    elif args.only:
+        if args.only not in DATASETS:
+            raise SystemExit(f"unknown data set {args.only!r}")
+        names = [args.only]
+    else:
+        names = FAMILIES["hard"] + (FAMILIES["large"] if args.large else [])
     now = datetime.datetime.now(datetime.timezone.utc)
     print(f"date: {now:%Y-%m-%d %H:%M} UTC; machine: {machine()}")
     print(
@@ -99,18 +114,14 @@ def main():
         f"scipy {scipy.__version__}, scikit-learn {sklearn.__version__}, "
         f"skrbfkmeans {skrbfkmeans.__version__}"
     )
-    print(f"median of {args.repeat} runs, 1 thread; x km10 = time / KMeans(n_init=10)")
+    print(f"median of {repeat} runs, 1 thread; x km10 = time / KMeans(n_init=10)")
     print(
         f"{'data':>13} {'k':>4} {'method':>24} {'time s':>8} {'x km10':>7} "
         f"{'inertia vs km10':>16}"
     )
     summary = {}
-    for name, make_data in DATASETS.items():
-        if name in LARGE and not (args.large or args.only == name):
-            continue
-        if args.only and args.only != name:
-            continue
-        X, _, k = make_data()
+    for name in names:
+        X, _, k = DATASETS[name]()
         X = np.ascontiguousarray(X, dtype=np.float64)
         methods = methods_for(k)
         times = {m: [] for m in methods}
@@ -119,7 +130,7 @@ def main():
             # Mixtures and soft fits may stop at max_iter on the harder sets;
             # the table reports their result as it is.
             warnings.simplefilter("ignore", ConvergenceWarning)
-            for _ in range(args.repeat):
+            for _ in range(repeat):
                 for method, make in methods.items():
                     est = make()
                     t0 = time.perf_counter()
