@@ -7,7 +7,9 @@ dense rows). Each function is timed in interleaved rounds with one BLAS
 thread; the table gives the median time and its ratio to the softmax median
 measured in the same rounds.
 
-Run: ``python benchmarks/bench_entmax.py [--repeat 7] [--n-samples 100000]``.
+Run: ``python benchmarks/bench_entmax.py [--repeat 7] [--n-samples 100000]
+[--smoke]``; ``--smoke`` runs 2000 points once (a check that the script runs,
+not a measurement).
 """
 
 import argparse
@@ -33,7 +35,13 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--n-samples", type=int, default=100_000)
+    parser.add_argument(
+        "--smoke", action="store_true", help="2000 points, one round (a check)"
+    )
     args = parser.parse_args()
+    n_samples, repeat = args.n_samples, args.repeat
+    if args.smoke:
+        n_samples, repeat = 2000, 1
 
     funcs = {
         "softmax (scipy)": lambda S: softmax(S, axis=1),
@@ -41,7 +49,7 @@ def main():
         "entmax_bisect(1.5)": lambda S: entmax_bisect(S, alpha=1.5),
         "sparsemax": sparsemax,
     }
-    print(f"n={args.n_samples}, d=16, k=64, median of {args.repeat} interleaved runs")
+    print(f"n={n_samples}, d=16, k=64, median of {repeat} interleaved runs")
     print(
         f"{'sigma':>6} {'dtype':>8} {'function':>20} {'median ms':>10} "
         f"{'x softmax':>10} {'one-hot rows':>13}"
@@ -49,9 +57,9 @@ def main():
     with threadpool_limits(1):
         for sigma in (0.05, 3.0):
             for dtype in (np.float64, np.float32):
-                S = rbf_scores(args.n_samples, 16, 64, sigma, dtype)
+                S = rbf_scores(n_samples, 16, 64, sigma, dtype)
                 times = {name: [] for name in funcs}
-                for _ in range(args.repeat):
+                for _ in range(repeat):
                     for name, f in funcs.items():
                         t0 = time.perf_counter()
                         f(S)

@@ -15,7 +15,9 @@ Goal: ``RBFKMeans(256).fit`` on 1e6 x 16 float64 below
 256 MiB above the data (a whole-matrix implementation needs 2-8 GB: the
 n x k responsibilities alone are 2 GiB).
 
-Run: ``python benchmarks/bench_memory.py [--n 1000000] [--k 256] [--d 16]``.
+Run: ``python benchmarks/bench_memory.py [--n 1000000] [--k 256] [--d 16]
+[--anneal] [--smoke]``; ``--smoke`` fits 2000 x 4 rows with k = 8: a check
+that the script runs, not a measurement.
 """
 
 import argparse
@@ -83,7 +85,12 @@ def main():
     parser.add_argument("--k", type=int, default=256)
     parser.add_argument("--max-iter", type=int, default=3)
     parser.add_argument("--anneal", action="store_true", help="add AnnealedRBFKMeans")
+    parser.add_argument(
+        "--smoke", action="store_true", help="2000 x 4 rows, k = 8 (a check)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.n, args.d, args.k = 2000, 4, 8
     names = ["KMeans", "RBFKMeans softmax", "RBFKMeans entmax15"]
     if args.anneal:
         names.append("AnnealedRBFKMeans")

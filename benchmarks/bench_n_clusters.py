@@ -26,7 +26,9 @@ separated in the Euclidean geometry every rule here works in.
 One BLAS/OpenMP thread; times are medians over ``--repeat`` runs. The last
 rows count the sets where each rule found the agreed K and sum the times.
 
-Run: ``python benchmarks/bench_n_clusters.py [--repeat 1] [--max-clusters 20]``.
+Run: ``python benchmarks/bench_n_clusters.py [--repeat 1] [--max-clusters 20]
+[--only NAME] [--smoke]``; ``--smoke`` runs two small sets (``SMOKE``) with
+K up to 5: a check that the script runs, not a measurement.
 """
 
 import argparse
@@ -125,6 +127,10 @@ def datasets():
     }
 
 
+# Two small sets, one generated and one real, for --smoke.
+SMOKE = ["blobs3-2d", "iris(std)"]
+
+
 def timed(func, repeat):
     """``(result of the last call, median time)``."""
     times = []
@@ -180,7 +186,12 @@ def main():
     parser.add_argument(
         "--only", default=None, help="run the data sets whose name contains this"
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="two small sets, K up to 5 (a check)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        args.repeat, args.max_clusters = 1, 5
     M = args.max_clusters
     print(
         f"bench_n_clusters, {date.today()}, {platform.machine()} "
@@ -198,6 +209,8 @@ def main():
     with threadpool_limits(1):
         for name, (make, K) in datasets().items():
             if args.only and args.only not in name:
+                continue
+            if args.smoke and name not in SMOKE:
                 continue
             n_sets += 1
             X = make()

@@ -10,7 +10,9 @@ side in one process (runs interleaved). Then one AnnealedRBFKMeans fit.
 Thread counts are set with ``threadpoolctl.threadpool_limits``, the control
 KMeans follows; the results are identical at every count (tests/test_threads.py).
 
-Run: ``python benchmarks/bench_threads.py [--threads 2] [--repeat 5]``.
+Run: ``python benchmarks/bench_threads.py [--threads 2] [--repeat 5] [--smoke]``;
+``--smoke`` runs one shape of 2000 rows and the annealed fit on 1000 rows,
+once: a check that the script runs, not a measurement.
 """
 
 import argparse
@@ -26,7 +28,11 @@ from threadpoolctl import threadpool_limits
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 
+# (n, d, k) of the iterations, then of the annealed fit.
 SHAPES = [(100_000, 16, 64), (200_000, 2, 8), (50_000, 64, 30)]
+ANNEALED = (20_000, 8, 20)
+SMOKE_SHAPES = [(2000, 16, 8)]
+SMOKE_ANNEALED = (1000, 8, 5)
 
 
 def per_iteration(make, X, n_threads):
@@ -42,16 +48,20 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument(
+        "--smoke", action="store_true", help="small shapes, one round (a check)"
+    )
     args = parser.parse_args()
     t = args.threads
-    print(
-        f"median ms per iteration over {args.repeat} interleaved runs; 1 vs {t} threads"
-    )
+    shapes, annealed, repeat = SHAPES, ANNEALED, args.repeat
+    if args.smoke:
+        shapes, annealed, repeat = SMOKE_SHAPES, SMOKE_ANNEALED, 1
+    print(f"median ms per iteration over {repeat} interleaved runs; 1 vs {t} threads")
     print(
         f"{'n x d, k':>16} {'method':>18} {'1 thr':>8} {f'{t} thr':>8} "
         f"{'speed-up':>9} {'/ KMeans':>9}"
     )
-    for n, d, k in SHAPES:
+    for n, d, k in shapes:
         X, _ = make_blobs(n, centers=k, n_features=d, random_state=0)
         init = X[:k].copy()
         methods = {
@@ -64,7 +74,7 @@ def main():
             ),
         }
         times = {(m, c): [] for m in methods for c in (1, t)}
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             for m, make in methods.items():
                 for c in (1, t):
                     times[m, c].append(per_iteration(make, X, c))
@@ -75,16 +85,17 @@ def main():
                 f"{f'{n} x {d}, {k}':>16} {m:>18} {one * 1e3:>8.2f} {many * 1e3:>8.2f} "
                 f"{one / many:>9.2f} {one / many / km:>9.2f}"
             )
-    X, _ = make_blobs(20_000, centers=20, n_features=8, random_state=0)
+    n, d, k = annealed
+    X, _ = make_blobs(n, centers=k, n_features=d, random_state=0)
     walls = {}
     for c in (1, t, 1, t):
         with threadpool_limits(c):
             t0 = time.perf_counter()
-            AnnealedRBFKMeans(20).fit(X)
+            AnnealedRBFKMeans(k).fit(X)
             walls.setdefault(c, []).append(time.perf_counter() - t0)
     one, many = min(walls[1]), min(walls[t])
     print(
-        f"AnnealedRBFKMeans(20), 20000 x 8: {one:.2f} s at 1 thread, "
+        f"AnnealedRBFKMeans({k}), {n} x {d}: {one:.2f} s at 1 thread, "
         f"{many:.2f} s at {t} ({one / many:.2f}x)"
     )
 
