@@ -21,18 +21,24 @@ ratios to the references measured in the same rounds.
 
 Run: ``python benchmarks/bench_torch.py [--repeat 7] [--smoke]``; ``--smoke``
 runs tiny shapes once (a few seconds), to check that the script works.
+Without PyTorch it says so and exits with status 0.
 """
 
 import argparse
 import time
 
 import numpy as np
-import torch
-import torch.nn.functional as F
 from threadpoolctl import threadpool_limits
 
 import skrbfkmeans
-from skrbfkmeans.torch import entmax15, rbf_kmeans_loss, sparsemax
+
+try:
+    import torch
+    import torch.nn.functional as F
+
+    from skrbfkmeans.torch import entmax15, rbf_kmeans_loss, sparsemax
+except ImportError:
+    torch = None
 
 try:
     import entmax as entmax_package
@@ -135,6 +141,9 @@ def main():
         "--smoke", action="store_true", help="tiny shapes, one round (a check)"
     )
     args = parser.parse_args()
+    if torch is None:
+        print("bench_torch: PyTorch is not installed; nothing to time.")
+        return
     if args.smoke:
         n_samples, n_features, ks, repeat = 256, 8, (8, 32), 1
     else:
