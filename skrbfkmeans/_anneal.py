@@ -68,6 +68,8 @@ class AnnealResult(NamedTuple):
     n_polish_moves: int
     split_linkage: np.ndarray
     count_lifetimes: np.ndarray
+    # n_clusters="auto": how long the chosen count outlives the runner-up.
+    count_margin: float = None
 
     def to_user(self, units):
         """Return the result with its lengths, energies and centres in the user's units.
@@ -232,6 +234,22 @@ def choose_count(lifetimes, resolution):
     return int(np.flatnonzero(lifetimes[1:] >= longest - resolution)[0]) + 2
 
 
+def count_margin(lifetimes, chosen, resolution):
+    """How much count ``chosen`` outlives the runner-up, in units of ``resolution``.
+
+    The runner-up is the longest-lived other count from 2 up. Returns 0
+    when one cluster was chosen (no count lived) and ``inf`` when no other
+    count lived at all or the chosen one never split further.
+    """
+    if chosen < 2:
+        return 0.0
+    others = np.delete(lifetimes[1:], chosen - 2)
+    runner_up = others.max() if others.size else 0.0
+    if np.isinf(lifetimes[chosen - 1]) or runner_up <= 0:
+        return float("inf")
+    return float((lifetimes[chosen - 1] - runner_up) / resolution)
+
+
 def _run_stages(sched, path, *, T_end, max_iter, tol, verbose, max_count=None):
     """Run the stage loop of the module docstring; ``(n_iter, converged, it)``.
 
@@ -356,15 +374,22 @@ def anneal_auto(
     stopped = path.n[-1] > max_clusters  # else no group could split further
     lifetimes = count_lifetimes(path.sigma, path.n, max_clusters, open_end=not stopped)
     # One cooling step in log-width: sigma^2 is multiplied by ``cooling``.
-    k = choose_count(lifetimes, -0.5 * np.log(cooling))
+    step = -0.5 * np.log(cooling)
+    k = choose_count(lifetimes, step)
+    margin = count_margin(lifetimes, k, step)
     if verbose:
-        print(f"Chose {k} clusters, the longest-lived count; annealing with {k}.")
+        print(
+            f"Chose {k} clusters, the longest-lived count (by {margin:.3g} "
+            f"cooling steps over the runner-up); annealing with {k}."
+        )
     result = anneal(
         rows, k, init_centers=None, sigma_start=sigma_start, sigma_end=None,
         cooling=cooling, activation=activation, max_iter=max_iter, tol=tol,
         mass_unit=mass_unit, polish=polish, verbose=verbose,
     )  # fmt: skip
-    return result._replace(n_iter=result.n_iter + n_explore, count_lifetimes=lifetimes)
+    return result._replace(
+        n_iter=result.n_iter + n_explore, count_lifetimes=lifetimes, count_margin=margin
+    )
 
 
 def kmeans_from_init(

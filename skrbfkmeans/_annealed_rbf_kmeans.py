@@ -27,6 +27,11 @@ def _mass_unit(sample_weight):
     return float(sample_weight[sample_weight > 0].mean())
 
 
+def _n_rows(rows):
+    """Return the number of rows of in-memory or dask rows."""
+    return rows.w.shape[0]
+
+
 class AnnealedRBFKMeans(_BaseRBFKMeans):
     """Anneal RBF K-Means from the data mean to a certified K-Means solution.
 
@@ -126,6 +131,12 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     n_clusters_ : int
         The number of centres: ``n_clusters``, or the count chosen with
         ``n_clusters="auto"``.
+    cluster_count_margin_ : float
+        Only with ``n_clusters="auto"``: how much the chosen count outlives
+        the runner-up, in cooling steps (``inf`` when no other count lived;
+        0 when one cluster was chosen). At most 1, no count stood out (a
+        ``UserWarning`` says so): the choice is the smallest of the
+        longest-lived counts.
     cluster_count_lifetimes_ : ndarray of shape (n_counts,)
         Entry ``c - 1`` is the lifetime of ``c`` distinct centres: the total
         log-width ``sum log(sigma_s / sigma_{s+1})`` over the stages ``s``
@@ -427,6 +438,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             n_clusters, setup.init, setup.random_state
         )
         setup.run_rows = run_rows
+        if self.verbose and run_rows is not setup.rows:
+            print(
+                f"Annealing on a sample of {run_rows.X.shape[0]} rows in memory "
+                f"(of {_n_rows(setup.rows)}: the schedule's passes cost the "
+                "sample's size); Lloyd's algorithm, single-sample moves and the "
+                "certificate then run on every row."
+            )
         units = run_rows.units
         setup.sigma_end = (
             None if self.sigma_end == "auto" else units.working_length(self.sigma_end)
@@ -518,6 +536,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             result = result.to_user(setup.run_rows.units)
         result = self._finish_sample_fit(rows, result)
         final = rows.final(result.centers, result.sigma, result.activation)
+        if self.verbose:
+            print(
+                f"Every row: Lloyd {'converged' if result.converged else 'stopped'}"
+                f" after {result.n_iter_final} iterations, inertia "
+                f"{float(rows.units.energies(final[1])):.6g}, certified "
+                f"{result.certified}."
+            )
         return self._attributes(rows.units, result, final)
 
     def _finish_sample_fit(self, rows, result):
@@ -588,4 +613,27 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             n_clusters_=result.centers.shape[0],
             cluster_count_lifetimes_=result.count_lifetimes,
             split_linkage_=user.split_linkage,
+            **self._count_choice(result),
         )
+
+    def _count_choice(self, result):
+        """Return ``cluster_count_margin_`` of "auto"; warn if no count stands out.
+
+        The margin is how much the chosen count outlives the runner-up, in
+        cooling steps; the schedule sees the counts only at its stages, so a
+        margin of one step or less says no count stood out.
+        """
+        if result.count_margin is None:
+            return {}
+        margin = result.count_margin
+        if margin <= 1.0:
+            warn_user(
+                f"n_clusters='auto': no count of clusters outlived the others "
+                f"by more than one cooling step (the chosen {result.centers.shape[0]} "
+                f"by {margin:.3g}); the choice is a fallback, not a structure "
+                "of the data. Look at cluster_count_lifetimes_ (for example "
+                "with skrbfkmeans.plotting.plot_cluster_lifetimes) and pass "
+                "n_clusters.",
+                UserWarning,
+            )
+        return {"cluster_count_margin_": margin}
