@@ -9,34 +9,42 @@ import os
 import sys
 import warnings
 
+import joblib
 import numpy as np
-import sklearn.base
-import sklearn.utils._param_validation
+import sklearn
 from sklearn.utils import check_array
 from sklearn.utils.validation import _check_sample_weight
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
-# scikit-learn's wrappers around our entry points: _fit_context (methods)
-# and validate_params (functions).
-_WRAPPER_FILES = {
-    os.path.abspath(sklearn.base.__file__),
-    os.path.abspath(sklearn.utils._param_validation.__file__),
-}
+# Code that calls the package's entry points for the user: scikit-learn's
+# wrappers (_fit_context, validate_params, set_output), its meta-estimators
+# (Pipeline, GridSearchCV, cross_validate) and joblib, which runs their fits.
+_CALLER_DIRS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    for module in (sklearn, joblib)
+)
 
 
 def warn_user(message, category):
-    """``warnings.warn`` attributed to the first frame outside the package.
+    """``warnings.warn`` attributed to the user's line that called the package.
 
-    Frames of this package and of scikit-learn's wrappers of its entry
-    points are skipped, so that the warning names the user's line whatever
-    the depth of the call inside the package.
+    Frames of this package are skipped, and so are scikit-learn's and
+    joblib's: those of the wrappers of its entry points, and those of a
+    Pipeline or a search that fits an estimator of the package. The warning
+    names the first frame outside them, whatever the depth of the call; in
+    a worker with no such frame (a search with ``n_jobs > 1``), the first
+    frame outside the package.
     """
-    frame, level = sys._getframe(1), 2
+    frame, level, first_outside = sys._getframe(1), 2, None
     while frame is not None:
         filename = os.path.abspath(frame.f_code.co_filename)
-        if not (filename.startswith(_PACKAGE_DIR) or filename in _WRAPPER_FILES):
-            break
+        if not filename.startswith(_PACKAGE_DIR):
+            first_outside = first_outside or level
+            if not filename.startswith(_CALLER_DIRS):
+                break
         frame, level = frame.f_back, level + 1
+    if frame is None:
+        level = first_outside or level
     warnings.warn(message, category, stacklevel=level)
 
 
