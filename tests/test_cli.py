@@ -208,7 +208,55 @@ IN_PROCESS_BAD = {
     "negative_sigma": (
         {"data.csv": HEADER_CSV},
         ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--sigma", "-1"],
-        "expected a positive finite number, got '-1'",
+        "argument --sigma: expected a non-negative finite number, got '-1'",
+    ),
+    "columns_unknown_name": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--columns", "x,z"],
+        "--columns z: no column 'z' in the header of data.csv ('x', 'y')",
+    ),
+    "columns_position_too_large": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--columns", "1,3"],
+        "--columns 3: data.csv has 2 columns",
+    ),
+    "columns_position_zero": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--columns", "0,1"],
+        "argument --columns: column positions start at 1, got '0'",
+    ),
+    "columns_empty_field": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--columns", "x,,y"],
+        "argument --columns: expected column names or positions separated by "
+        "commas, got 'x,,y'",
+    ),
+    "columns_twice": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--columns", "y,2"],
+        "--columns: column 2 of data.csv is selected twice",
+    ),
+    "columns_name_without_header": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--columns", "x"]
+        + ["--no-header"],
+        "--columns x: a name needs a header, and --no-header says the first "
+        "row is data",
+    ),
+    "columns_name_npy": (
+        {"data.npy": X_BLOBS},
+        ["cluster", "data.npy", "-k", "3", "-o", "o.csv", "--columns", "x"],
+        "--columns x: data.npy has no header to name columns",
+    ),
+    "columns_ragged_row": (
+        {"data.csv": "a,b,kind\n1,2,x\n3,4\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv", "--columns", "a,b"],
+        "data.csv, line 3: 2 fields, expected 3",
+    ),
+    "columns_selected_text": (
+        {"data.csv": "a,b,kind\n1,2,x\n3,4,y\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv", "--columns", "kind,a"],
+        "data.csv, line 2: column 3 (kind): 'x' is not a number",
     ),
     "zero_clusters": (
         {"data.csv": HEADER_CSV},
@@ -861,3 +909,136 @@ def test_output_name_too_long_fails_before_the_fit(
         tmp_path, before, returncode, out, err, f"{option_name} {too_long}: "
     )
     assert "file name too long" in err
+
+
+def test_version(capsys):
+    # Check that --version prints the program's name and the package's
+    # version on one line and exits with status 0.
+    import skrbfkmeans
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    captured = capsys.readouterr()
+    assert captured.out == f"skrbfkmeans {skrbfkmeans.__version__}\n"
+    assert captured.err == ""
+
+
+def test_cluster_sigma_zero_is_kmeans(tmp_path, monkeypatch, capsys):
+    # Check that --sigma 0 is accepted, as RBFKMeans(sigma=0) is, and fits
+    # as it does (KMeans's fit): the labels, one-hot responsibilities and
+    # the summary's width.
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "--sigma", "0"]
+    _, returncode, out, err = _run_main(
+        tmp_path, monkeypatch, capsys, {"data.csv": HEADER_CSV}, args
+    )
+    assert returncode == 0, err
+    est = RBFKMeans(n_clusters=3, sigma=0, random_state=0).fit(X_BLOBS)
+    table = np.array(_read_rows(tmp_path / "out.csv")[1:], dtype=float)
+    assert_array_equal(table[:, 0], est.labels_)
+    assert_array_equal(table[:, 1:], est.predict_proba(X_BLOBS))
+    assert set(np.unique(table[:, 1:])) == {0.0, 1.0}
+    assert f"inertia {est.inertia_:.6g}, sigma 0 " in out
+
+
+# The file DataFrame(X_BLOBS, columns=["x", "y"]).to_csv writes: the index
+# first, under an empty header cell.
+PANDAS_CSV = ",x,y\n" + "".join(
+    f"{i},{a!r},{b!r}\n" for i, (a, b) in enumerate(X_BLOBS.tolist())
+)
+
+
+def test_cluster_drops_the_pandas_index(tmp_path, monkeypatch, capsys):
+    # Check that the index column of pandas' to_csv (no name, 0..n-1) is
+    # not clustered as a feature: the fit is the one of the two features,
+    # the centres are named by them, and one note on stderr says which
+    # column was dropped and why.
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "--centers", "c.csv"]
+    _, returncode, out, err = _run_main(
+        tmp_path, monkeypatch, capsys, {"data.csv": PANDAS_CSV}, args
+    )
+    assert returncode == 0, err
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS)
+    table = np.array(_read_rows(tmp_path / "out.csv")[1:], dtype=float)
+    assert_array_equal(table[:, 0], est.labels_)
+    centers = _read_rows(tmp_path / "c.csv")
+    assert centers[0] == ["x", "y"]
+    assert_array_equal(np.array(centers[1:], dtype=float), est.cluster_centers_)
+    assert f"inertia {est.inertia_:.6g}" in out
+    assert err.splitlines() == [
+        "skrbfkmeans: note: dropped column 1 of data.csv: no name and the values "
+        "0..39, the index that pandas' to_csv writes (--columns chooses the columns)"
+    ]
+
+
+def test_cluster_drops_the_index_pandas_writes(tmp_path, monkeypatch, capsys):
+    # Check the same on a file written by pandas itself.
+    pd = pytest.importorskip("pandas")
+    pd.DataFrame(X_BLOBS, columns=["x", "y"]).to_csv(tmp_path / "data.csv")
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv"]
+    _, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
+    assert returncode == 0, err
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS)
+    assert f"inertia {est.inertia_:.6g}" in out
+    assert "dropped column 1 of data.csv" in err
+
+
+def test_unnamed_first_column_of_other_values_is_kept(tmp_path, monkeypatch, capsys):
+    # Check that a first column without a name that is not 0..n-1 (the
+    # index of a filtered frame, or a feature) is clustered, with a warning
+    # that says how to leave it out; and that --columns leaves it out
+    # without a word.
+    rows = [f"{2 * i},{a!r},{b!r}\n" for i, (a, b) in enumerate(X_BLOBS.tolist())]
+    files = {"data.csv": ",x,y\n" + "".join(rows)}
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "-v"]
+    _, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, files, args)
+    assert returncode == 0, err
+    assert "40 rows x 3 columns" in out
+    assert err.splitlines() == [
+        "skrbfkmeans: warning: column 1 of data.csv has no name: if it is an "
+        "index, leave it out with --columns"
+    ]
+    _, returncode, out, err = _run_main(
+        tmp_path, monkeypatch, capsys, {}, args + ["--columns", "x,y"]
+    )
+    assert returncode == 0, err
+    assert "40 rows x 2 columns" in out and err == ""
+
+
+@pytest.mark.parametrize("columns", ["y,x", "3,2", "y,2"])
+def test_cluster_columns_by_name_or_position(tmp_path, monkeypatch, capsys, columns):
+    # Check that --columns keeps the columns it names (from the header) or
+    # numbers (from 1), in its order, so that a text column can be left
+    # out: the fit is the one of those columns, and the centres are named by
+    # them.
+    rows = [f"{i},{a!r},{b!r},kind\n" for i, (a, b) in enumerate(X_BLOBS.tolist())]
+    files = {"data.csv": "id,x,y,kind\n" + "".join(rows)}
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "--centers", "c.csv"]
+    _, returncode, _, err = _run_main(
+        tmp_path, monkeypatch, capsys, files, args + ["--columns", columns]
+    )
+    assert returncode == 0, err
+    assert err == ""
+    X = X_BLOBS[:, ::-1]
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X)
+    table = np.array(_read_rows(tmp_path / "out.csv")[1:], dtype=float)
+    assert_array_equal(table[:, 0], est.labels_)
+    centers = _read_rows(tmp_path / "c.csv")
+    assert centers[0] == ["y", "x"]
+    assert_array_equal(np.array(centers[1:], dtype=float), est.cluster_centers_)
+
+
+def test_cluster_columns_without_header(tmp_path, monkeypatch, capsys):
+    # Check that --columns selects by position in a file without a header
+    # (the text column left out, the header decided on the columns kept)
+    # and in a .npy file.
+    rows = [f"{a!r},label,{b!r}\n" for a, b in X_BLOBS.tolist()]
+    files = {"data.csv": "".join(rows), "data.npy": X_BLOBS}
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS[:, 1:])
+    for name, columns in [("data.csv", "3"), ("data.npy", "2")]:
+        args = ["cluster", name, "-k", "3", "-o", "out.csv", "--columns", columns]
+        _, returncode, _, err = _run_main(tmp_path, monkeypatch, capsys, files, args)
+        assert returncode == 0, err
+        table = np.array(_read_rows(tmp_path / "out.csv")[1:], dtype=float)
+        assert table.shape == (40, 4)
+        assert_array_equal(table[:, 0], est.labels_)

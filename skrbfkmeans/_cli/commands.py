@@ -31,7 +31,7 @@ def _cmd_cluster(args):
     """``skrbfkmeans cluster``: cluster INPUT, write OUT (and the centres)."""
     if args.activation == "auto" and not args.anneal:
         raise CLIError("--activation auto needs --anneal")
-    X, names = read_input(args.input, args.header)
+    X, names = read_input(args.input, args.header, args.columns)
     _check_cluster_args(args, n_samples=X.shape[0])
     if args.verbose:
         print(_read_message(args, X.shape, names))

@@ -3,7 +3,8 @@
 :class:`CLIError` is an error the user can fix; :func:`main
 <skrbfkmeans._cli.main>` prints it and exits with status 2. Warnings, the
 command's own and those of the libraries underneath, print one line
-``skrbfkmeans: warning: ...``.
+``skrbfkmeans: warning: ...``, and notes of what the command did on its own
+one line ``skrbfkmeans: note: ...``.
 """
 
 import contextlib
@@ -20,6 +21,15 @@ class CLIError(Exception):
 def warn(message):
     """Print ``message`` as one ``skrbfkmeans: warning: ...`` line on stderr."""
     print(f"{PROG}: warning: {message}", file=sys.stderr)
+
+
+def note(message):
+    """Print ``message`` as one ``skrbfkmeans: note: ...`` line on stderr.
+
+    For what the command did on its own that the user should know of (a
+    column it left out), where nothing is wrong.
+    """
+    print(f"{PROG}: note: {message}", file=sys.stderr)
 
 
 @contextlib.contextmanager

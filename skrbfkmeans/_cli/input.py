@@ -1,7 +1,9 @@
 """What the command line reads, and the checks made before any work.
 
 :func:`read_input` reads INPUT, a ``.csv`` (with or without a header row)
-or a ``.npy``, into a float array; every problem with it is a
+or a ``.npy``, into a float array, keeping the columns ``--columns``
+selects (by default all, less the index column that pandas' ``to_csv``
+writes); every problem with it is a
 :class:`~skrbfkmeans._cli_errors.CLIError` naming the file and, for a
 ``.csv``, the line. :func:`check_output` and :func:`check_replaceable`
 refuse, before the minutes of work rather than after, an output that could
@@ -16,15 +18,19 @@ import os
 
 import numpy as np
 
-from .errors import CLIError
+from .errors import CLIError, note, warn
 from .output import name_max
 
 
-def read_input(path, header=None):
+def read_input(path, header=None, columns=None):
     """Read INPUT (``.csv`` or ``.npy``): ``(X, feature names or None)``.
 
     ``header`` (``.csv`` only): whether the first row is a header; ``None``
-    decides from the file (see :func:`_read_csv`).
+    decides from the file (see :func:`_read_csv`). ``columns`` (the parsed
+    ``--columns``): the columns to keep, in that order, each a name (a
+    ``str``, from the header) or a position (an ``int``, from 1); ``None``
+    keeps them all, less the index column of pandas' ``to_csv``
+    (:func:`_drop_pandas_index`).
     """
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such file")
@@ -40,40 +46,78 @@ def read_input(path, header=None):
         raise CLIError(f"{path}: --header and --no-header apply to .csv input")
     try:
         if extension == ".csv":
-            X, names = _read_csv(path, header)
+            X, names = _read_csv(path, header, columns)
         else:
             X, names = _read_npy(path)
+            if columns is not None:
+                X = X[:, _column_indices(columns, None, X.shape[1], path)]
     except OSError as exc:
         raise CLIError(f"cannot read {path}: {exc.strerror or exc}") from None
     bad = np.flatnonzero(~np.isfinite(X).all(axis=1))
     if bad.size:
         raise CLIError(f"{path}: NaN or infinite value in row {bad[0]}")
+    if columns is None and names is not None:
+        X, names = _drop_pandas_index(path, X, names)
+    return X, names
+
+
+def _drop_pandas_index(path, X, names):
+    """Drop the index column that pandas' ``to_csv`` writes, with a note.
+
+    ``DataFrame.to_csv`` writes the index first, under an empty header
+    cell: clustered as a feature, it would outweigh the others. A first
+    column without a name holding 0, 1, ..., n-1 is that index, and is
+    dropped; a first column without a name holding other values (the index
+    of a filtered frame, or a feature) is kept, with a warning.
+    """
+    if names[0] or len(names) < 2:
+        return X, names
+    first = X[:, 0]
+    if np.array_equal(first, np.arange(first.size)):
+        note(
+            f"dropped column 1 of {path}: no name and the values 0..{first.size - 1}, "
+            "the index that pandas' to_csv writes (--columns chooses the columns)"
+        )
+        return X[:, 1:], names[1:]
+    warn(
+        f"column 1 of {path} has no name: if it is an index, leave it out "
+        "with --columns"
+    )
     return X, names
 
 
 # -- .csv --------------------------------------------------------------------
 
 
-def _read_csv(path, header=None):
+def _read_csv(path, header=None, columns=None):
     """Numbers of a comma-separated file, with or without a header row.
 
     ``header=True`` takes the first row as the header and ``False`` as data.
     ``None`` takes it as the header only when none of its fields is a number
     and a later row is all numbers (see :func:`_is_header`): a data row with
-    a bad field, ``NA,2`` or ``1,``, is reported, never dropped. Returns
-    ``(X, names)`` with ``names`` ``None`` without a header.
+    a bad field, ``NA,2`` or ``1,``, is reported, never dropped. With
+    ``columns``, only those fields of each row are read (see
+    :func:`_select_fields`): the others may hold text. Returns ``(X,
+    names)`` with ``names`` ``None`` without a header.
     """
     rows = []
     try:
         with open(path, newline="", encoding="utf-8-sig") as f:
-            records, names, detected = _split_header(csv.reader(f), header)
+            records, positions = _records(csv.reader(f)), None
+            if columns is not None:
+                records, header, positions = _select_fields(
+                    records, columns, header, path
+                )
+            records, names, detected = _split_header(records, header)
             n_columns = None if names is None else len(names)
             for line_num, fields in records:
                 # The hint that the first row may be a header is for the
                 # first row read as data, when it was not taken as one.
                 maybe_header = detected and names is None and not rows
                 line = f"{path}, line {line_num}"
-                rows.append(_row_values(fields, line, n_columns, names, maybe_header))
+                rows.append(
+                    _row_values(fields, line, n_columns, names, maybe_header, positions)
+                )
                 n_columns = len(fields)
     except UnicodeDecodeError:
         raise CLIError(f"cannot read {path}: not UTF-8 text") from None
@@ -84,21 +128,94 @@ def _read_csv(path, header=None):
     return np.array(rows, dtype=np.float64), names
 
 
-def _split_header(reader, header):
-    """Split the rows of ``reader`` into the header and the data records.
-
-    Returns ``(records, names, detected)``: an iterator of ``(line number,
-    fields)`` for each data row that is not blank, the header's field names
-    (``None`` without a header), and whether the header was decided from the
-    file (``header`` was ``None``). Rows are read lazily, as the caller
-    iterates ``records``.
-    """
-    # (line number, fields) of each row that is not blank.
-    records = (
+def _records(reader):
+    """``(line number, fields)`` of each row of ``reader`` that is not blank."""
+    return (
         (reader.line_num, fields)
         for fields in reader
         if any(field.strip() for field in fields)
     )
+
+
+def _select_fields(records, columns, header, path):
+    """Keep the fields ``columns`` names in each of ``records``.
+
+    Returns ``(records, header, positions)``, ``positions`` the indices of
+    the fields kept. Names refer to the header, so they make the first row
+    the header (an error with ``header=False``); positions alone leave
+    ``header`` to be decided on the selected fields. Every row must have the
+    first row's number of fields.
+    """
+    first = next(records, None)
+    if first is None:
+        return iter(()), header, None
+    by_name = [c for c in columns if isinstance(c, str)]
+    if by_name and header is False:
+        raise CLIError(
+            f"--columns {by_name[0]}: a name needs a header, and --no-header "
+            "says the first row is data (select by position, from 1)"
+        )
+    header = True if by_name else header
+    n_columns = len(first[1])
+    names = [field.strip() for field in first[1]] if header is not False else None
+    keep = _column_indices(columns, names, n_columns, path)
+
+    def selected():
+        for line_num, fields in itertools.chain([first], records):
+            if len(fields) != n_columns:
+                plural = "" if len(fields) == 1 else "s"
+                raise CLIError(
+                    f"{path}, line {line_num}: {len(fields)} field{plural}, "
+                    f"expected {n_columns}"
+                )
+            yield line_num, [fields[i] for i in keep]
+
+    return selected(), header, keep
+
+
+def _column_indices(columns, names, n_columns, path):
+    """Return the indices (from 0) of ``columns``: names or positions from 1.
+
+    ``names`` is ``None`` without a header, where only positions select.
+    """
+    indices = []
+    for column in columns:
+        if isinstance(column, str):
+            if names is None:
+                raise CLIError(
+                    f"--columns {column}: {path} has no header to name columns "
+                    "(select by position, from 1)"
+                )
+            if column not in names:
+                shown = ", ".join(repr(name) for name in names[:10])
+                more = ", ..." if len(names) > 10 else ""
+                raise CLIError(
+                    f"--columns {column}: no column {column!r} in the header of "
+                    f"{path} ({shown}{more})"
+                )
+            index = names.index(column)
+        elif column > n_columns:
+            raise CLIError(
+                f"--columns {column}: {path} has {n_columns} "
+                f"column{'' if n_columns == 1 else 's'}"
+            )
+        else:
+            index = column - 1
+        if index in indices:
+            raise CLIError(f"--columns: column {index + 1} of {path} is selected twice")
+        indices.append(index)
+    return indices
+
+
+def _split_header(records, header):
+    """Split ``records`` into the header and the data records.
+
+    ``records`` iterates ``(line number, fields)`` over the rows that are not
+    blank. Returns ``(records, names, detected)``: an iterator of the data
+    records, the header's field names (``None`` without a header), and
+    whether the header was decided from the file (``header`` was ``None``).
+    Rows are read lazily, as the caller iterates ``records``.
+    """
     first = next(records, None)
     detected = header is None and first is not None
     if detected:
@@ -112,12 +229,13 @@ def _split_header(reader, header):
     return records, names, detected
 
 
-def _row_values(fields, line, n_columns, names, maybe_header):
+def _row_values(fields, line, n_columns, names, maybe_header, positions=None):
     """Return the numbers of one data row; a :class:`CLIError` names ``line``.
 
     ``n_columns`` is the number of fields every row must have (``None`` for
     the first row of a file without a header); ``maybe_header`` adds the
-    hint that a first row of text may be a header.
+    hint that a first row of text may be a header. ``positions``: the
+    columns of the file that ``fields`` are (``None``: all of them).
     """
     if n_columns is not None and len(fields) != n_columns:
         plural = "" if len(fields) == 1 else "s"
@@ -128,7 +246,8 @@ def _row_values(fields, line, n_columns, names, maybe_header):
         if maybe_header and not any(map(_is_number, fields)):
             hint = "; no later row is all numbers (pass --header if "
             hint += "it is a header)"
-        raise CLIError(f"{line}: {_first_non_number(fields, names)}{hint}")
+        what = _first_non_number(fields, names, positions)
+        raise CLIError(f"{line}: {what}{hint}")
     if not all(math.isfinite(v) for v in values):
         raise CLIError(f"{line}: NaN or infinite value")
     return values
@@ -170,12 +289,12 @@ def _parse_numbers(fields):
         return None
 
 
-def _first_non_number(fields, names):
+def _first_non_number(fields, names, positions=None):
     for i, field in enumerate(fields):
         try:
             float(field)
         except ValueError:
-            column = f"column {i + 1}"
+            column = f"column {(i if positions is None else positions[i]) + 1}"
             if names is not None and i < len(names) and names[i]:
                 column += f" ({names[i]})"
             what = "empty field" if not field.strip() else f"{field.strip()!r}"

@@ -9,6 +9,7 @@ import argparse
 
 import numpy as np
 
+from .._version import __version__
 from .commands import _cmd_cluster, _cmd_demo, _cmd_reproduce
 from .errors import PROG, CLIError
 
@@ -42,16 +43,39 @@ def _n_clusters(text):
         ) from None
 
 
-def _positive_float(text):
+def _non_negative_float(text):
     try:
         value = float(text)
     except ValueError:
         value = np.nan
-    if not (value > 0 and np.isfinite(value)):
+    if not (value >= 0 and np.isfinite(value)):
         raise argparse.ArgumentTypeError(
-            f"expected a positive finite number, got {text!r}"
+            f"expected a non-negative finite number, got {text!r}"
         )
     return value
+
+
+def _columns(text):
+    """Parse ``--columns``: names (``str``) and positions from 1 (``int``).
+
+    A field of digits only is a position; anything else is a name.
+    """
+    columns = []
+    for field in text.split(","):
+        field = field.strip()
+        if not field:
+            raise argparse.ArgumentTypeError(
+                f"expected column names or positions separated by commas, got {text!r}"
+            )
+        if field.isdigit():
+            if int(field) < 1:
+                raise argparse.ArgumentTypeError(
+                    f"column positions start at 1, got {field!r}"
+                )
+            columns.append(int(field))
+        else:
+            columns.append(field)
+    return columns
 
 
 def build_parser():
@@ -59,6 +83,9 @@ def build_parser():
     parser = _Parser(
         prog=PROG,
         description="K-Means as a differentiable RBF network.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _add_demo(sub)
@@ -139,6 +166,14 @@ def _add_cluster(sub):
         "--centers", metavar="FILE", help="also write the centres to this .csv"
     )
     _add_header_options(cluster)
+    cluster.add_argument(
+        "--columns",
+        type=_columns,
+        metavar="LIST",
+        help="the columns to cluster, separated by commas: names from the "
+        "header, or positions from 1 (default: all, less a first column with "
+        "no name holding 0..n-1, the index pandas' to_csv writes)",
+    )
     _add_model_options(cluster)
     cluster.add_argument(
         "--force",
@@ -174,9 +209,10 @@ def _add_model_options(cluster):
     how = cluster.add_mutually_exclusive_group()
     how.add_argument(
         "--sigma",
-        type=_positive_float,
+        type=_non_negative_float,
         metavar="S",
-        help="RBFKMeans at this width (default: RBFKMeans with sigma='auto')",
+        help="RBFKMeans at this width; 0 is KMeans's fit (default: RBFKMeans "
+        "with sigma='auto')",
     )
     how.add_argument(
         "--anneal",
