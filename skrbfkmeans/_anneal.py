@@ -48,6 +48,23 @@ from ._polish import polish as polish_search
 from ._schedule import Groups, Schedule, critical_factor, weighted_top_eigen
 
 
+class Settings(NamedTuple):
+    """What every run of a fit shares (the estimator's parameters, in working units).
+
+    ``activation`` is the requested one ("auto", "softmax" or "entmax15");
+    ``tol`` the schedule's (a stage's move tolerance is ``30 tol sqrt(T)``);
+    ``mass_unit`` the weight of one sample for the split and drop rules.
+    """
+
+    cooling: float
+    activation: str
+    max_iter: int
+    tol: float
+    mass_unit: float
+    polish: bool = True
+    verbose: int = 0
+
+
 class AnnealResult(NamedTuple):
     """The final state and the path of one annealing run."""
 
@@ -128,15 +145,17 @@ class _Path:
         self.n.append(n_distinct)
         self.act.append(activation)
 
-    def result(self, centers, sigma, n_iter, n_iter_final, *args):
+    def result(
+        self, centers, sigma, *, n_iter, n_iter_final, converged, certified,
+        activation, moves, tree,
+    ):  # fmt: skip
         """Return the ``AnnealResult`` of the run, path arrays included.
 
         ``n_iter`` counts every EM and Lloyd iteration of the run,
-        ``n_iter_final`` those of the run that produced ``centers``; ``args``
-        are ``converged, certified, activation, moves, tree`` (the copies'
-        split widths, stored as a linkage matrix); the lifetimes are this path's.
+        ``n_iter_final`` those of the run that produced ``centers``; ``moves``
+        the polish's; ``tree`` the copies' split widths (stored as a linkage
+        matrix); the lifetimes are this path's.
         """
-        converged, certified, activation, moves, tree = args
         return AnnealResult(
             centers=centers,
             sigma=float(sigma),
@@ -250,7 +269,7 @@ def count_margin(lifetimes, chosen, resolution):
     return float((lifetimes[chosen - 1] - runner_up) / resolution)
 
 
-def _run_stages(sched, path, *, T_end, max_iter, tol, verbose, max_count=None):
+def _run_stages(sched, path, settings, *, T_end, max_count=None):
     """Run the stage loop of the module docstring; ``(n_iter, converged, it)``.
 
     ``max_count`` stops the loop at the first stage with more distinct
@@ -262,16 +281,16 @@ def _run_stages(sched, path, *, T_end, max_iter, tol, verbose, max_count=None):
         last = T_end is not None and sched.T <= T_end * (1 + 1e-12)
         if last:
             sched.T = T_end
-            it, conv = sched.settle(max_iter, tol)
+            it, conv = sched.settle(settings.max_iter, settings.tol)
             converged &= conv
         else:
-            it = sched.stage(max_iter, tol)
+            it = sched.stage(settings.max_iter, settings.tol)
         n_iter += it
         sigma = sched.sigma
         res = sched.measure(last)
         groups = sched.groups
         path.record(sigma, groups.expanded(), res, groups.n, sched.act)
-        if verbose:
+        if settings.verbose:
             print(
                 f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, "
                 f"{groups.n} distinct centres, {it} iterations, "
@@ -293,63 +312,50 @@ def _run_stages(sched, path, *, T_end, max_iter, tol, verbose, max_count=None):
     else:
         # The stage cap only guards against a schedule that cycles; the final
         # phase still decides convergence and certification.
-        if verbose:
+        if settings.verbose:
             print(f"Stopped the schedule after {max_stages} stages.")
     return n_iter, converged, it
 
 
-def anneal(
-    rows,
-    n_clusters,
-    *,
-    init_centers,
-    sigma_start,
-    sigma_end,
-    cooling,
-    activation,
-    max_iter,
-    tol,
-    mass_unit,
-    polish=False,
-    verbose=0,
-):
-    """Run the schedule of the module docstring; returns an ``AnnealResult``.
-
-    ``rows`` is a ``_rows.MemoryRows``. ``init_centers=None`` starts from one
-    group at the weighted mean (the caller picks ``sigma_start``, e.g. with
-    ``first_critical_sigma``). ``sigma_end=None`` cools until certified; a
-    float stops there with a plain (no prior) EM on the k centres.
-    ``activation`` is "auto", "softmax" or "entmax15"; ``mass_unit`` is the
-    weight of one sample for the split and drop thresholds.
-    """
+def _schedule(rows, n_clusters, settings, init_centers, sigma_start):
+    """Return the ``Schedule`` of a run from ``init_centers`` at ``sigma_start``."""
     groups = _initial_groups(rows, n_clusters, init_centers, sigma_start)
-    sched = Schedule(
-        rows, n_clusters, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
-    )
-    T_end = None if sigma_end is None else 2.0 * sigma_end**2
-    path = _Path()
-    n_iter, converged, it = _run_stages(
-        sched, path, T_end=T_end, max_iter=max_iter, tol=tol, verbose=verbose
-    )
-    if T_end is not None:
-        centers = sched.groups.expanded()
-        sigma = path.sigma[-1]
-        certified = certified_at(rows, centers, sigma)
-        # The last stage is the EM at sigma_end: its iterations are the final run's.
-        return path.result(
-            centers, sigma, n_iter, it, converged, certified, sched.act, 0,
-            sched.groups.copy_tree(),
-        )  # fmt: skip
-    return _final_phase(
-        rows, sched.groups.expanded(), sched.act, path.sigma[-1] / np.sqrt(2.0),
-        sched.groups.copy_tree(), path, n_iter, max_iter, polish, verbose,
+    return Schedule(
+        rows, n_clusters, groups, 2.0 * sigma_start**2, settings.activation,
+        settings.cooling, settings.mass_unit,
     )  # fmt: skip
 
 
-def anneal_auto(
-    rows, max_clusters, *, sigma_start, cooling, activation, max_iter, tol,
-    mass_unit, polish=False, verbose=0,
-):  # fmt: skip
+def anneal(rows, n_clusters, settings, *, init_centers, sigma_start, sigma_end):
+    """Run the schedule of the module docstring; returns an ``AnnealResult``.
+
+    ``rows`` is a ``_rows.MemoryRows``, ``settings`` the fit's ``Settings``.
+    ``init_centers=None`` starts from one group at the weighted mean (the
+    caller picks ``sigma_start``, e.g. with ``first_critical_sigma``).
+    ``sigma_end=None`` cools until certified; a float stops there with a
+    plain (no prior) EM on the k centres.
+    """
+    sched = _schedule(rows, n_clusters, settings, init_centers, sigma_start)
+    T_end = None if sigma_end is None else 2.0 * sigma_end**2
+    path = _Path()
+    n_iter, converged, it = _run_stages(sched, path, settings, T_end=T_end)
+    if T_end is not None:
+        centers = sched.groups.expanded()
+        sigma = path.sigma[-1]
+        # The last stage is the EM at sigma_end: its iterations are the final run's.
+        return path.result(
+            centers, sigma, n_iter=n_iter, n_iter_final=it, converged=converged,
+            certified=certified_at(rows, centers, sigma), activation=sched.act,
+            moves=0, tree=sched.groups.copy_tree(),
+        )  # fmt: skip
+    return _final_phase(
+        rows, sched.groups.expanded(), path, settings, act=sched.act,
+        sigma_cap=path.sigma[-1] / np.sqrt(2.0), tree=sched.groups.copy_tree(),
+        n_iter=n_iter,
+    )  # fmt: skip
+
+
+def anneal_auto(rows, max_clusters, settings, *, sigma_start):
     """Anneal, choose the number of clusters by lifetime, fit with it.
 
     The schedule runs from the weighted mean as for ``max_clusters + 1``
@@ -361,57 +367,51 @@ def anneal_auto(
     fits that many clusters; its result is returned with the exploration's
     lifetimes, and its iterations added to ``n_iter``.
     """
-    k_explore = max_clusters + 1
-    groups = _initial_groups(rows, k_explore, None, sigma_start)
-    sched = Schedule(
-        rows, k_explore, groups, 2.0 * sigma_start**2, activation, cooling, mass_unit
-    )
+    sched = _schedule(rows, max_clusters + 1, settings, None, sigma_start)
     path = _Path()
     n_explore, _, _ = _run_stages(
-        sched, path, T_end=None, max_iter=max_iter, tol=tol, verbose=verbose,
-        max_count=max_clusters,
-    )  # fmt: skip
+        sched, path, settings, T_end=None, max_count=max_clusters
+    )
     stopped = path.n[-1] > max_clusters  # else no group could split further
     lifetimes = count_lifetimes(path.sigma, path.n, max_clusters, open_end=not stopped)
     # One cooling step in log-width: sigma^2 is multiplied by ``cooling``.
-    step = -0.5 * np.log(cooling)
+    step = -0.5 * np.log(settings.cooling)
     k = choose_count(lifetimes, step)
     margin = count_margin(lifetimes, k, step)
-    if verbose:
+    if settings.verbose:
         print(
             f"Chose {k} clusters, the longest-lived count (by {margin:.3g} "
             f"cooling steps over the runner-up); annealing with {k}."
         )
     result = anneal(
-        rows, k, init_centers=None, sigma_start=sigma_start, sigma_end=None,
-        cooling=cooling, activation=activation, max_iter=max_iter, tol=tol,
-        mass_unit=mass_unit, polish=polish, verbose=verbose,
-    )  # fmt: skip
+        rows, k, settings, init_centers=None, sigma_start=sigma_start, sigma_end=None
+    )
     return result._replace(
         n_iter=result.n_iter + n_explore, count_lifetimes=lifetimes, count_margin=margin
     )
 
 
-def kmeans_from_init(
-    rows, init_centers, *, max_iter, tol, activation, sigma_cap, polish, verbose
-):
+def kmeans_from_init(rows, init_centers, settings, *, tol, sigma_cap):
     """KMeans's run from ``init_centers``, then the final phase; no annealing.
 
     The fit of an explicit ``init`` (``sigma_start="auto"``): Lloyd's
     algorithm exactly as KMeans runs it (``_lloyd.kmeans_lloyd``: its
-    stopping rules with ``tol`` already scaled, its relocation of empty
-    clusters), then, when one of its rules stopped it, Lloyd to stable labels,
-    the polish and the certificate (at most ``sigma_cap``). When ``max_iter``
+    stopping rules with ``tol``, KMeans's own already scaled, not the
+    schedule's; its relocation of empty clusters), then, when one of its
+    rules stopped it, Lloyd to stable labels, the polish and the
+    certificate (at most ``sigma_cap``). When ``max_iter``
     stopped it, KMeans's result is kept as it is (not converged). The path
     has one entry, the final state; without splits, every pair of clusters
     is separated at ``sigma_cap`` in the split tree.
     """
-    centers, it, conv = kmeans_lloyd(rows, init_centers, max_iter, tol, verbose)
-    act = "softmax" if activation == "softmax" else "entmax15"
-    tree = _flat_tree(centers.shape[0], sigma_cap)
+    centers, it, conv = kmeans_lloyd(
+        rows, init_centers, settings.max_iter, tol, settings.verbose
+    )
     return _final_phase(
-        rows, centers, act, sigma_cap, tree, _Path(), it, max_iter, polish,
-        verbose, from_init=True, finish=conv,
+        rows, centers, _Path(), settings,
+        act="softmax" if settings.activation == "softmax" else "entmax15",
+        sigma_cap=sigma_cap, tree=_flat_tree(centers.shape[0], sigma_cap),
+        n_iter=it, from_init=True, finish=conv,
     )  # fmt: skip
 
 
@@ -431,8 +431,8 @@ def _polish_tree(tree, moves, height):
 
 
 def _final_phase(
-    rows, centers, act, sigma_cap, tree, path, n_iter, max_iter, polish, verbose,
-    *, from_init=False, finish=True,
+    rows, centers, path, settings, *, act, sigma_cap, tree, n_iter,
+    from_init=False, finish=True,
 ):  # fmt: skip
     """Lloyd to label stability, the polish and single moves, the certificate.
 
@@ -448,6 +448,7 @@ def _final_phase(
     distortion: the result is a fixed point of both (and of Lloyd's), which
     the certificate then checks afresh.
     """
+    max_iter, polish, verbose = settings.max_iter, settings.polish, settings.verbose
     it, conv = 0, False
     if finish:
         centers, it, conv = lloyd(rows, centers, max_iter)
@@ -485,6 +486,7 @@ def _final_phase(
             f"certified {certified}."
         )
     return path.result(
-        centers, sigma, n_iter + it, it_final, conv, certified, act, len(moves),
-        _polish_tree(tree, moves, sigma),
+        centers, sigma, n_iter=n_iter + it, n_iter_final=it_final, converged=conv,
+        certified=certified, activation=act, moves=len(moves),
+        tree=_polish_tree(tree, moves, sigma),
     )  # fmt: skip

@@ -7,7 +7,13 @@ import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 
-from ._anneal import anneal, anneal_auto, first_critical_sigma, kmeans_from_init
+from ._anneal import (
+    Settings,
+    anneal,
+    anneal_auto,
+    first_critical_sigma,
+    kmeans_from_init,
+)
 from ._base import _BaseRBFKMeans, all_or_nothing
 from ._engine.blocks import ACTIVATIONS
 from ._engine.threads import one_blas_thread
@@ -458,7 +464,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 run_rows.X, run_rows.w, run_rows.offset, run_rows.x_sq,
                 setup.activation,
             )  # fmt: skip
-        setup.schedule = dict(
+        setup.settings = Settings(
             cooling=self.cooling,
             activation=self.activation,
             max_iter=self.max_iter,
@@ -498,25 +504,22 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             result = kmeans_from_init(
                 rows,
                 init_centers,
-                max_iter=self.max_iter,
+                setup.settings,
                 tol=setup.kmeans_tol,
-                activation=self.activation,
                 sigma_cap=setup.sigma_cap,
-                polish=self.polish,
-                verbose=self.verbose,
             )
         elif self.n_clusters == "auto":
             result = anneal_auto(
-                rows, self.max_clusters, sigma_start=sigma_start, **setup.schedule
+                rows, self.max_clusters, setup.settings, sigma_start=sigma_start
             )
         else:
             result = anneal(
                 rows,
                 self.n_clusters,
+                setup.settings,
                 init_centers=init_centers,
                 sigma_start=sigma_start,
                 sigma_end=sigma_end,
-                **setup.schedule,
             )
         path = result.inertia_path if sigma_end is None else result.objective_path
         return SimpleNamespace(key=path[-1], result=result)
