@@ -55,14 +55,14 @@ print(
 # in between.
 
 fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), layout="constrained")
-plot_annealing_path(est, ax=axes[0])
+# Drawn first, so that the legend plot_annealing_path draws lists it.
 axes[0].axvline(
     np.sqrt(lambda_max),
     color="C3",
     linestyle=":",
     label=r"$\sqrt{\lambda_{max}}$ (theory)",
 )
-axes[0].legend(fontsize="small")
+plot_annealing_path(est, ax=axes[0])
 
 axes[1].scatter(X[:, 0], X[:, 1], s=4, color="0.8")
 for j in range(est.n_clusters):

@@ -58,13 +58,13 @@ def test_annealing_path_draws_trajectories_and_critical_widths(annealed):
     assert ax.xaxis_inverted()
     assert "sigma" in ax.get_xlabel() and ax.get_ylabel()
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
-    assert legend == [
-        "centre trajectories",
-        "critical widths (splits)",
-        "final width (certified)",
-    ]
+    assert legend == ["centres", "splits (critical widths)", "final width (certified)"]
     n_stages = annealed.sigma_path_.size
-    assert ax.get_title() == f"4 centres, {n_stages} stages, {n_crit} splits"
+    # Four splits for three new centres: one group merged back or was dropped.
+    assert n_crit == 4 and annealed.n_distinct_centers_path_[0] == 1
+    assert ax.get_title() == (
+        f"4 centres, {n_stages} stages, 4 splits\n1 merged back or dropped"
+    )
 
 
 def test_annealing_path_final_positions_are_the_centres(annealed):
@@ -103,7 +103,9 @@ def test_responsibilities_one_hot_colours_and_centres():
     assert_allclose(centres.get_offsets(), est.cluster_centers_)
     palette = centres.get_facecolors()[:, :3]
     assert_allclose(samples.get_facecolors()[:, :3], palette[est.labels_])
-    assert ax.get_title() == "entmax15, sigma = 0.05: 0 of 120 samples soft"
+    assert ax.get_title() == (
+        "entmax15, sigma = 0.05\n0 of 120 samples with largest responsibility < 0.9"
+    )
     assert ax.get_xlabel() == "feature 0" and ax.get_ylabel() == "feature 1"
 
 
@@ -117,7 +119,14 @@ def test_responsibilities_soft_colours_are_mixtures():
     resp = est.predict_proba(X)
     palette = centres.get_facecolors()[:, :3]
     assert_allclose(samples.get_facecolors()[:, :3], resp @ palette, atol=1e-12)
-    assert ax.get_title().endswith("120 of 120 samples soft")
+    # No softmax row is one-hot here: the title counts the ones shared
+    # between centres, the largest responsibility below 0.9.
+    assert (resp.max(axis=1) < 1).all()
+    n_shared = int((resp.max(axis=1) < 0.9).sum())
+    assert 0 < n_shared < 120
+    assert ax.get_title().endswith(
+        f"\n{n_shared} of 120 samples with largest responsibility < 0.9"
+    )
 
 
 def test_responsibilities_annealed_and_bad_input(annealed):
@@ -197,3 +206,165 @@ def test_tree_and_lifetimes_need_an_annealed_fit():
         plot_split_tree(AnnealedRBFKMeans(2))
     with pytest.raises(ValueError, match="at least two clusters"):
         plot_split_tree(AnnealedRBFKMeans(1).fit(X))
+
+
+# Five separated blobs fitted with six clusters: the polish moves a cluster
+# (two moves), which joins the tree at the final width.
+X_FIVE, _ = make_blobs(n_samples=500, centers=5, cluster_std=0.6, random_state=1)
+
+
+@pytest.fixture(scope="module")
+def polished():
+    est = AnnealedRBFKMeans(n_clusters=6).fit(X_FIVE)
+    assert est.n_polish_moves_ == 2
+    return est
+
+
+def _extent(artist):
+    return artist.get_window_extent()
+
+
+def _disjoint(a, b):
+    return a.x1 <= b.x0 or b.x1 <= a.x0 or a.y1 <= b.y0 or b.y1 <= a.y0
+
+
+@pytest.mark.parametrize(
+    "figsize, n_panels", [((6.4, 4.8), 1), ((16, 4.6), 3), ((16, 8), 4)]
+)
+def test_annealing_path_legend_is_below_the_axes(annealed, figsize, n_panels):
+    # Check, at the sizes the gallery and the command line use, that the
+    # legend is drawn below the axes, under the tick labels and the x label
+    # (it sat on the trajectories), inside the figure, in as many columns
+    # as the axes' width allows.
+    fig, axes = plt.subplots(1, n_panels, figsize=figsize, layout="constrained")
+    for ax in np.atleast_1d(axes):
+        plot_annealing_path(annealed, ax=ax)
+    fig.canvas.draw()
+    for ax in np.atleast_1d(axes):
+        legend = _extent(ax.get_legend())
+        assert legend.y1 <= ax.bbox.y0
+        assert legend.y1 <= ax.xaxis.get_tightbbox().y0
+        assert fig.bbox.x0 <= legend.x0 and legend.x1 <= fig.bbox.x1
+        assert legend.y0 >= fig.bbox.y0
+        assert legend.width <= ax.bbox.width
+
+
+@pytest.mark.parametrize("figsize, n_panels", [((6.4, 4.8), 1), ((16, 8), 4)])
+def test_annealing_path_labels_enough_widths(figsize, n_panels, annealed):
+    # Check that the log width axis labels at least four widths in its
+    # range (it labelled the powers of ten: two), in plain numbers, without
+    # two labels overlapping.
+    fig, axes = plt.subplots(1, n_panels, figsize=figsize, layout="constrained")
+    ax = np.atleast_1d(axes)[0]
+    plot_annealing_path(annealed, ax=ax)
+    fig.canvas.draw()
+    low, high = sorted(ax.get_xlim())
+    shown = [
+        t
+        for t in ax.get_xticklabels()
+        if t.get_text() and low <= t.get_position()[0] <= high
+    ]
+    assert len(shown) >= 4
+    for label in shown:
+        assert float(label.get_text()) == pytest.approx(label.get_position()[0])
+    boxes = sorted((_extent(t) for t in shown), key=lambda b: b.x0)
+    assert all(_disjoint(a, b) for a, b in zip(boxes, boxes[1:]))
+
+
+def test_annealing_path_title_counts_what_happened(polished):
+    # Check the title's counts: "1 split" in the singular, and the polish's
+    # moves, which come after the path's splits.
+    est = AnnealedRBFKMeans(n_clusters=2).fit(X)
+    assert est.critical_sigmas_.size == 1
+    title = plot_annealing_path(est).get_title()
+    assert title == f"2 centres, {est.sigma_path_.size} stages, 1 split"
+    title = plot_annealing_path(polished).get_title()
+    n_stages = polished.sigma_path_.size
+    assert polished.critical_sigmas_.size == 5
+    assert title == f"6 centres, {n_stages} stages, 5 splits\nthen 2 polish moves"
+
+
+def test_split_tree_title(annealed):
+    # Check that the tree of a fit without polish moves is titled with its
+    # splits, and has no legend (one kind of join).
+    ax = plot_split_tree(annealed)
+    assert ax.get_title() == "Split tree of 4 clusters\n3 splits while annealing"
+    assert ax.get_legend() is None
+
+
+def test_split_tree_draws_polish_joins_apart(polished):
+    # Check that the join made by the polish (at the final width) is drawn
+    # dotted in black with a circle, apart from the splits of the annealing
+    # (which keep the dendrogram's solid lines), and that the title and the
+    # legend say which is which.
+    fig, ax = plt.subplots(layout="constrained")
+    plot_split_tree(polished, ax=ax)
+    heights = polished.split_linkage_[:, 2]
+    final = heights.min()
+    assert np.isin(heights[heights > final], polished.critical_sigmas_).all()
+    *splits, moved = ax.collections
+    tops = [seg[1, 1] for coll in splits for seg in coll.get_segments()]
+    assert_allclose(sorted(tops), np.sort(heights[heights > final]))
+    for coll in splits:
+        assert all(dashes is None for _, dashes in coll.get_linestyles())
+    assert [seg[1, 1] for seg in moved.get_segments()] == [final]
+    assert moved.get_linestyles()[0][1] is not None
+    assert_allclose(moved.get_colors(), [[0, 0, 0, 1]])
+    (circles,) = ax.get_lines()
+    assert circles.get_marker() == "o" and list(circles.get_ydata()) == [final]
+    assert ax.get_title() == (
+        "Split tree of 6 clusters\n4 splits while annealing, 1 by the polish"
+    )
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert legend == [
+        "split while annealing (at its critical width)",
+        "split by the polish (at the final width)",
+    ]
+    fig.canvas.draw()
+    assert _extent(ax.get_legend()).y1 <= ax.xaxis.get_tightbbox().y0
+
+
+def test_split_tree_horizontal_polish_joins(polished):
+    # Check that with the width along x (orientation="left") the polish's
+    # join is found and drawn apart too.
+    ax = plot_split_tree(polished, orientation="left")
+    moved = ax.collections[-1]
+    assert [seg[1, 0] for seg in moved.get_segments()] == [
+        polished.split_linkage_[:, 2].min()
+    ]
+    assert "width" in ax.get_xlabel()
+
+
+def test_split_tree_of_a_given_init():
+    # Check that clusters apart from the start (an explicit init, no
+    # annealing) are not counted as splits.
+    est = AnnealedRBFKMeans(n_clusters=3, init=X[:3], polish=False).fit(X)
+    ax = plot_split_tree(est)
+    assert ax.get_title() == (
+        "Split tree of 3 clusters\n0 splits while annealing, "
+        "2 apart from the start (given init)"
+    )
+
+
+def test_responsibilities_threshold():
+    # Check that the title counts the samples whose largest responsibility
+    # is below threshold (1: the samples that are not one-hot, which
+    # entmax-1.5 makes exact), and that a threshold outside (0, 1] is
+    # refused.
+    est = RBFKMeans(n_clusters=4, activation="entmax15", sigma=1.0, random_state=0)
+    resp = est.fit(X).predict_proba(X)
+    not_one_hot = int((resp.max(axis=1) < 1).sum())
+    assert 0 < not_one_hot < 120
+    ax = plot_responsibilities(est, X, threshold=1)
+    assert ax.get_title().endswith(
+        f"\n{not_one_hot} of 120 samples with largest responsibility < 1"
+    )
+    ax = plot_responsibilities(est, X, threshold=0.6)
+    n = int((resp.max(axis=1) < 0.6).sum())
+    assert n < not_one_hot
+    assert ax.get_title().endswith(
+        f"{n} of 120 samples with largest responsibility < 0.6"
+    )
+    for bad in (0, 1.5):
+        with pytest.raises(ValueError, match=r"threshold must be in \(0, 1\]"):
+            plot_responsibilities(est, X, threshold=bad)
