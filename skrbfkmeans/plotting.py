@@ -314,8 +314,15 @@ def plot_cluster_lifetimes(estimator, ax=None):
     ax.set_xticks(counts)
     ax.set_xlabel("number of distinct centres")
     ax.set_ylabel(r"lifetime: range of $\log \sigma$")
-    if estimator.n_clusters == "auto":
-        title = f"chosen: {estimator.n_clusters_} clusters, the longest-lived count"
+    margin = getattr(estimator, "cluster_count_margin_", None)
+    if estimator.n_clusters == "auto" and margin is not None and margin <= 1:
+        title = (
+            f"no count stands out (by at most one cooling step): "
+            f"{estimator.n_clusters_} is a fallback"
+        )
+    elif estimator.n_clusters == "auto":
+        by = "" if margin is None or np.isinf(margin) else f" (by {margin:.2g} steps)"
+        title = f"chosen: {estimator.n_clusters_} clusters, the longest-lived count{by}"
     else:
         title = f"{estimator.n_clusters_} clusters requested"
     ax.set_title(title)
