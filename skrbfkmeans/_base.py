@@ -4,7 +4,7 @@
 methods; this module validates the data and weights, brings them into the
 engine's working units (``_scaling``), sets the fitted attributes of every
 fit at once (``_set_fitted``, after its warnings), and predicts. Every
-public method runs under the thread policy of ``_threads``; every fitting
+public method runs under the thread policy of ``_engine.threads``; every fitting
 method is all or nothing (``all_or_nothing``).
 """
 

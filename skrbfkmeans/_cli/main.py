@@ -13,11 +13,11 @@ output is replaced only with ``--force``.
 This module is the boundary where errors and signals become a line and an
 exit status (:func:`main`, the entry point). The rest lives in:
 
-- ``_cli_parser``: the arguments of each subcommand;
-- ``_cli_commands``: the subcommands, each read, build and fit, write, print;
-- ``_cli_input``: reading INPUT, and the checks of the outputs before work;
-- ``_cli_output``: atomic writing, the CSV and figure writers, text tables;
-- ``_cli_errors``: :class:`CLIError` and the one-line warnings.
+- ``parser``: the arguments of each subcommand;
+- ``commands``: the subcommands, each read, build and fit, write, print;
+- ``input``: reading INPUT, and the checks of the outputs before work;
+- ``output``: atomic writing, the CSV and figure writers, text tables;
+- ``errors``: :class:`CLIError` and the one-line warnings.
 """
 
 import contextlib

@@ -2,7 +2,7 @@
 
 :func:`build_parser` assembles them; :func:`parse_args` parses and makes the
 checks argparse cannot express. Every parsing error is a
-:class:`~skrbfkmeans._cli_errors.CLIError`, printed on one line.
+:class:`~skrbfkmeans._cli.errors.CLIError`, printed on one line.
 """
 
 import argparse
