@@ -11,6 +11,7 @@ from functools import partial
 
 import numpy as np
 import pytest
+from _data import DTYPE_IDS, DTYPES
 from _oracle import (
     assert_kkt,
     assert_on_simplex,
@@ -22,9 +23,6 @@ from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import softmax
 
 from skrbfkmeans import entmax15, entmax_backward, entmax_bisect, sparsemax
-
-DTYPES = [np.float32, np.float64]
-DTYPE_IDS = ["float32", "float64"]
 
 # Every forward map with its alpha; "bisect-a" is entmax_bisect(alpha=a).
 MAPS = {

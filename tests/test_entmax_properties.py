@@ -11,6 +11,7 @@ import warnings
 import hypothesis.extra.numpy as hnp
 import numpy as np
 import pytest
+from _data import DTYPES
 from _oracle import assert_kkt, assert_on_simplex, entmax15_sort, sparsemax_sort
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +31,7 @@ def _maps(name, max_alpha=4.0):
     )
 
 
-DTYPES = st.sampled_from([np.float32, np.float64])
+FLOAT_DTYPES = st.sampled_from(DTYPES)
 # Offsets include 1e8 and beyond: the kernels shift by the slice maximum first.
 OFFSETS = st.sampled_from([0.0, 1.0, -3.5, 1e8, -1e8, 1e12])
 
@@ -43,7 +44,7 @@ def scores(draw, max_dims=4, max_side=6, masked=True):
     up to +-300 for float64 and within float32's range for float32, plus an
     offset; optionally some entries are -inf, never a slice's first one.
     """
-    dtype = draw(DTYPES)
+    dtype = draw(FLOAT_DTYPES)
     shape = draw(hnp.array_shapes(min_dims=1, max_dims=max_dims, max_side=max_side))
     axis = draw(st.integers(-len(shape), len(shape) - 1))
     elements = st.floats(-10, 10) | st.sampled_from([0.0, 1.0, -1.0, 2.0])
@@ -98,7 +99,7 @@ def grid_scores(draw):
     plus integers below 2**15 need at most 24. The shifted scores are then
     exactly the mathematical ``z + c``.
     """
-    dtype = draw(DTYPES)
+    dtype = draw(FLOAT_DTYPES)
     frac, top, shift = (20, 5, 2**31 - 1) if dtype == np.float64 else (8, 2, 2**15 - 1)
     shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, max_side=8))
     axis = draw(st.integers(-len(shape), len(shape) - 1))

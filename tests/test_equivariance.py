@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _data import ACTIVATIONS, DTYPE_IDS, DTYPES, blobs
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -23,18 +24,8 @@ from sklearn.datasets import make_blobs
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, kmeans_polish, rbf_kmeans_loss
 
-
-def _blobs(seed, n_samples=60, n_features=3, centers=3):
-    # Well separated: no label is within rounding of a tie at any scale.
-    X, _ = make_blobs(
-        n_samples=n_samples,
-        n_features=n_features,
-        centers=centers,
-        cluster_std=0.5,
-        center_box=(-10, 10),
-        random_state=seed,
-    )
-    return X
+# The blobs below have std 0.5: well separated, no label is within rounding
+# of a tie at any scale.
 
 
 def _affine(X, a, b, dtype, sparse):
@@ -94,7 +85,7 @@ def test_estimators_are_equivariant(units, seed, annealed):
     # Check that both estimators map centres, keep labels and scale the
     # inertia, the width and the objective by a^2 and a under X -> a X + b.
     a, b, dtype, sparse = units
-    X = _blobs(seed)
+    X = blobs(seed, n_samples=60, n_features=3, centers=3, cluster_std=0.5)
     if annealed:
         make = lambda: AnnealedRBFKMeans(3)  # noqa: E731
     else:
@@ -139,7 +130,7 @@ def test_estimators_are_equivariant(units, seed, annealed):
 def test_kmeans_polish_is_equivariant(units, seed):
     # Check that kmeans_polish maps centres and scales the inertia by a^2.
     a, b, dtype, sparse = units
-    X = _blobs(seed, centers=4)
+    X = blobs(seed, n_samples=60, n_features=3, centers=4, cluster_std=0.5)
     start = X[:4]  # any centres: Lloyd and the moves start from them
     ref = kmeans_polish(X.astype(dtype), start.astype(dtype))
     got = kmeans_polish(_affine(X, a, b, dtype, sparse), (start * a + b).astype(dtype))
@@ -155,14 +146,14 @@ def test_kmeans_polish_is_equivariant(units, seed):
 @given(
     units=_units(),
     seed=st.integers(0, 2**16),
-    activation=st.sampled_from(["softmax", "entmax15"]),
+    activation=st.sampled_from(ACTIVATIONS),
     log_sigma=st.floats(-2, 2),
 )
 def test_rbf_kmeans_loss_is_equivariant(units, seed, activation, log_sigma):
     # Check that the loss scales by a^2 and its gradients by a when X, the
     # centres and sigma change units together.
     a, b, dtype, sparse = units
-    X = _blobs(seed)
+    X = blobs(seed, n_samples=60, n_features=3, centers=3, cluster_std=0.5)
     C = X[[0, 20, 40]] + 0.3
     sigma = 10.0**log_sigma
     ref = rbf_kmeans_loss(
@@ -207,7 +198,7 @@ def test_tiny_scales_do_not_collapse(Est, scale):
     assert_allclose(est.inertia_, expected, rtol=1e-9, atol=1e-322)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize(
     "fit",
     [

@@ -9,6 +9,7 @@ means that no single move lowers that distortion.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _data import DTYPE_IDS, DTYPES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -156,7 +157,7 @@ def test_certificate_never_passes_an_improvable_solution(problem):
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_dense_sparse_and_float32(sparse, dtype):
     # Check that CSR input gives the dense result, float32 stays float32,
     # and both end on a stable partition of the blobs.

@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _data import ACTIVATIONS, DTYPE_IDS, DTYPES, blobs
 from _rbf_oracle import (
     distortion,
     free_energy,
@@ -24,25 +25,20 @@ from _rbf_oracle import (
     tsallis15_max,
 )
 from numpy.testing import assert_allclose, assert_array_equal
-from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skrbfkmeans import RBFKMeans, rbf_kmeans_loss
 
-ACTIVATIONS = ["softmax", "entmax15"]
-DTYPES = [np.float32, np.float64]
-DTYPE_IDS = ["float32", "float64"]
-
 
 def _problem(seed, n_samples=60, n_features=3, n_clusters=4, weighted=True):
     """Blobs, centres drawn from the rows plus noise, positive weights."""
-    X, _ = make_blobs(
+    X = blobs(
+        seed,
         n_samples=n_samples,
         n_features=n_features,
         centers=n_clusters,
         cluster_std=2.0,
-        random_state=seed,
     )
     rng = np.random.RandomState(seed)
     C = X[rng.choice(n_samples, n_clusters, replace=False)]

@@ -10,11 +10,11 @@ known; SciPy's own checks of linkage matrices.
 
 import numpy as np
 import pytest
+from _data import unequal_clusters
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.cluster.hierarchy import cophenet, fcluster, is_valid_linkage
 from scipy.spatial.distance import squareform
 from sklearn.utils._param_validation import InvalidParameterError
-from test_polish import unequal_clusters
 
 from skrbfkmeans import AnnealedRBFKMeans
 from skrbfkmeans._anneal import choose_count, count_lifetimes
@@ -179,7 +179,7 @@ def test_polish_moves_enter_the_tree_at_the_final_width():
     # height of the tree and the linkage stays valid.
     # Four clusters of sizes 2000/150/60/40, the small ones far and tight:
     # annealing spends all four centres on the small ones, the polish moves
-    # one to the big cluster (tests/test_polish.py, unequal_clusters).
+    # one to the big cluster (tests/_data.py, unequal_clusters).
     X = unequal_clusters(0)
     km = AnnealedRBFKMeans(4).fit(X)
     nopolish = AnnealedRBFKMeans(4, polish=False).fit(X)

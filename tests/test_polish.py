@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _data import DTYPE_IDS, DTYPES, unequal_clusters
 from _rbf_oracle import distortion, lloyd_step
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
@@ -10,22 +11,6 @@ from sklearn.datasets import make_blobs
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skrbfkmeans import AnnealedRBFKMeans, kmeans_polish
-
-
-def unequal_clusters(seed):
-    """Four clusters of sizes 2000/150/60/40, the small ones far and tight.
-
-    The small clusters' union has a far larger spread than the big cluster,
-    so annealing splits them first and spends all k=4 centres on them, while
-    the optimum splits the big cluster and merges the two lightest (doc/theory.rst,
-    the polish: pure annealing ends ~20% above the optimum here).
-    """
-    rng = np.random.default_rng(seed)
-    sizes = [2000, 150, 60, 40]
-    centers = np.array([[0.0, 0.0], [50.0, 0.0], [50.0, 25.0], [50.0, 40.0]])
-    stds = np.array([3.0, 0.5, 0.5, 0.5])
-    labels = np.repeat(np.arange(4), sizes)
-    return centers[labels] + rng.standard_normal((labels.size, 2)) * stds[labels, None]
 
 
 @pytest.mark.parametrize("n_clusters", [2, 5, 9], ids=lambda k: f"k{k}")
@@ -121,7 +106,7 @@ def test_deterministic_and_random_state_unused():
     assert_array_equal(state[1], after[1])
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_sparse_and_dtypes(dtype):
     # Check that CSR input gives the dense result and that float32 stays
     # float32, close to the float64 result.

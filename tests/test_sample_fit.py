@@ -9,6 +9,7 @@ algorithm and the certificate on every row, as the dask fit does.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _data import blobs
 from _rbf_oracle import dense64
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,17 +23,6 @@ from skrbfkmeans._dask import sample_size
 from skrbfkmeans._rows import weight_sample
 
 N_ROWS = 12_000  # above the sample of 10000 units
-
-
-def _blobs(seed, n_samples=N_ROWS, centers=4, n_features=2):
-    X, _ = make_blobs(
-        n_samples=n_samples,
-        centers=centers,
-        n_features=n_features,
-        cluster_std=0.8,
-        random_state=seed,
-    )
-    return X
 
 
 def _means(X, w, labels, k):
@@ -108,7 +98,7 @@ def test_fit_on_a_sample_ends_on_a_certified_fixed_point(sparse):
     # Check that the fit of many rows is a Lloyd fixed point of every row
     # (each centre the mean of its rows), certified, with KMeans's inertia
     # on separated blobs; and that its path is the fit of the sample.
-    X = _blobs(0)
+    X = blobs(0, n_samples=N_ROWS, n_features=2, centers=4, cluster_std=0.8)
     X_in = sp.csr_array(X) if sparse else X
     km = AnnealedRBFKMeans(n_clusters=4).fit(X_in)
     w = np.ones(X.shape[0])
@@ -131,7 +121,7 @@ def test_fit_on_a_sample_ends_on_a_certified_fixed_point(sparse):
 def test_fit_on_a_sample_is_deterministic():
     # Check that the sample depends on the data only: the same bytes for
     # every random_state.
-    X = _blobs(1)
+    X = blobs(1, n_samples=N_ROWS, n_features=2, centers=4, cluster_std=0.8)
     a = AnnealedRBFKMeans(n_clusters=4, random_state=0).fit(X)
     b = AnnealedRBFKMeans(n_clusters=4, random_state=1).fit(X)
     assert a.cluster_centers_.tobytes() == b.cluster_centers_.tobytes()
@@ -141,7 +131,7 @@ def test_fit_on_a_sample_is_deterministic():
 def test_fit_on_a_sample_weights_equal_repeated_rows():
     # Check that integer weights give the fit of the rows repeated in place
     # (both sampled: the same rows drawn, the same Lloyd fixed point).
-    X = _blobs(2, n_samples=10_500)
+    X = blobs(2, n_samples=10_500, n_features=2, centers=4, cluster_std=0.8)
     w = np.random.default_rng(2).integers(1, 3, size=X.shape[0])
     km = AnnealedRBFKMeans(n_clusters=4).fit(X, sample_weight=w)
     rep = AnnealedRBFKMeans(n_clusters=4).fit(np.repeat(X, w, axis=0))
@@ -154,7 +144,7 @@ def test_fit_on_a_sample_with_zero_weights_and_float_sigma_end():
     # Check that rows of weight zero are never drawn and that a float
     # sigma_end runs EM at that width on every row from the sample's
     # centres (a fixed point of the soft M-step on all rows).
-    X = _blobs(3)
+    X = blobs(3, n_samples=N_ROWS, n_features=2, centers=4, cluster_std=0.8)
     w = np.ones(X.shape[0])
     w[::3] = 0.0
     w[1::3] = 2.5
@@ -170,7 +160,7 @@ def test_fit_on_a_sample_with_zero_weights_and_float_sigma_end():
 def test_fit_on_a_sample_choose_count():
     # Check that n_clusters="auto" chooses the count on the sample and fits
     # it on every row.
-    X = _blobs(4, centers=5)
+    X = blobs(4, n_samples=N_ROWS, n_features=2, centers=5, cluster_std=0.8)
     km = AnnealedRBFKMeans(n_clusters="auto", max_clusters=8).fit(X)
     assert km.n_clusters_ == 5 and km.certified_
     assert km.cluster_count_lifetimes_.shape == (8,)
@@ -178,7 +168,7 @@ def test_fit_on_a_sample_choose_count():
 
 def test_fit_on_a_sample_keeps_the_input():
     # Check that the caller's arrays are not changed.
-    X = _blobs(5)
+    X = blobs(5, n_samples=N_ROWS, n_features=2, centers=4, cluster_std=0.8)
     w = np.full(X.shape[0], 1.5)
     X0, w0 = X.copy(), w.copy()
     AnnealedRBFKMeans(n_clusters=4).fit(X, sample_weight=w)
@@ -189,7 +179,7 @@ def test_fit_on_a_sample_keeps_the_input():
 def test_heavy_rows_leave_too_few_distinct_rows():
     # Check that when the sample draws fewer distinct rows than clusters
     # (nearly all the weight on a few rows), every row is annealed instead.
-    X = _blobs(6, centers=3)
+    X = blobs(6, n_samples=N_ROWS, n_features=2, centers=3, cluster_std=0.8)
     w = np.ones(X.shape[0])
     w[:2] = 1e12
     idx, _ = weight_sample(w, 10_000)
@@ -202,7 +192,7 @@ def test_heavy_rows_leave_too_few_distinct_rows():
 def test_range_error_names_all_the_data():
     # Check that data outside the working range raise the error of all the
     # rows (the factor for their total weight), not of the sample's.
-    X = _blobs(7) * 1e200
+    X = blobs(7, n_samples=N_ROWS, n_features=2, centers=4, cluster_std=0.8) * 1e200
     with pytest.raises(ValueError) as annealed:
         AnnealedRBFKMeans(n_clusters=4).fit(X)
     with pytest.raises(ValueError) as plain:

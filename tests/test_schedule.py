@@ -8,6 +8,7 @@ hardness fraction against an exact softmax of the two nearest scores.
 
 import numpy as np
 import pytest
+from _data import ACTIVATIONS, DTYPE_IDS, DTYPES
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import softmax
 
@@ -35,7 +36,7 @@ def _weighted_cov(X, weights):
     return (weights[:, None] * Xc).T @ Xc / weights.sum()
 
 
-@pytest.mark.parametrize("activation", ["softmax", "entmax15"])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_critical_factor(activation):
     # Check T_c / lambda_max (doc/theory.rst, critical widths): softmax splits at
     # sigma_c^2 = lambda_max, i.e. T_c = 2 lambda_max; entmax-1.5 with K = 2
@@ -84,7 +85,7 @@ def test_weighted_top_eigen_massless_group():
     assert_array_equal(lam0, 0.0)
 
 
-@pytest.mark.parametrize("activation", ["softmax", "entmax15"])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_choose_split_rule(activation):
     # Check the split rule: among groups with N_j >= 2 whose critical
     # temperature c lambda_j exceeds T, the largest N_j lambda_j splits;
@@ -105,7 +106,7 @@ def test_choose_split_rule(activation):
     assert choose_split(np.array([50.0]), np.array([0.0]), 1e-300, activation) is None
 
 
-@pytest.mark.parametrize("activation", ["softmax", "entmax15"])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_next_critical_temperature(activation):
     # Check that the next critical temperature is the largest c lambda_j of
     # the groups that can split (N_j >= 2, lambda_j > 0), 0 when none can.
@@ -128,7 +129,7 @@ def test_split_children():
     assert_allclose(right - left, 3.0 * v, rtol=1e-14)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_softmax_hard_fraction_is_exact_one_hot(dtype):
     # Check that the rows counted as hard are those whose softmax is exactly
     # one-hot in ``dtype``: the two-score softmax (the runner-up dominates the
