@@ -9,51 +9,55 @@ fit's inertia.
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _data import (
+    ACTIVATIONS,
+    DTYPE_IDS,
+    DTYPES,
+    STREAM_BLOBS,
+    STREAM_BLOCKS,
+    STREAM_FEATURES,
+    STREAM_PASSES,
+    STREAM_RTOL,
+    STREAM_SAMPLES,
+    blobs,
+)
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import kmeans_plusplus
-from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 
 from skrbfkmeans import RBFKMeans
 from skrbfkmeans._engine.passes import data_offset, squared_norms, statistics
 
-ACTIVATIONS = ["softmax", "entmax15"]
-
-
-def _blobs(seed, n_samples=400, n_features=3, centers=4, cluster_std=1.0):
-    X, _ = make_blobs(
-        n_samples=n_samples,
-        n_features=n_features,
-        centers=centers,
-        cluster_std=cluster_std,
-        random_state=seed,
-    )
-    return X
-
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_several_passes_reach_full_fit_inertia(activation, global_random_seed):
-    # Check that five passes over 20 blocks (a new row order each pass) end
-    # within 1% of the inertia of the full fit from the same init and width.
-    X = _blobs(global_random_seed, n_samples=20_000, n_features=5, centers=10,
-               cluster_std=2.0)  # fmt: skip
+    # Check that STREAM_PASSES passes over STREAM_BLOCKS blocks (a new row
+    # order each pass) end within STREAM_RTOL of the inertia of the full fit
+    # from the same init and width.
+    X = blobs(
+        global_random_seed,
+        n_samples=STREAM_SAMPLES,
+        n_features=STREAM_FEATURES,
+        centers=STREAM_BLOBS,
+        cluster_std=2.0,
+    )
     rng = np.random.RandomState(global_random_seed)
-    init, _ = kmeans_plusplus(X, 10, random_state=global_random_seed)
-    params = dict(n_clusters=10, init=init, sigma=1.0, activation=activation)
+    init, _ = kmeans_plusplus(X, STREAM_BLOBS, random_state=global_random_seed)
+    params = dict(n_clusters=STREAM_BLOBS, init=init, sigma=1.0, activation=activation)
     full = RBFKMeans(**params).fit(X)
     km = RBFKMeans(**params)
-    for _ in range(5):
-        for block in np.array_split(rng.permutation(X.shape[0]), 20):
+    for _ in range(STREAM_PASSES):
+        for block in np.array_split(rng.permutation(X.shape[0]), STREAM_BLOCKS):
             km.partial_fit(X[block])
-    assert km.n_steps_ == 100
-    assert abs(-km.score(X) / full.inertia_ - 1.0) < 0.01
+    assert km.n_steps_ == STREAM_PASSES * STREAM_BLOCKS
+    assert abs(-km.score(X) / full.inertia_ - 1.0) < STREAM_RTOL
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_update_rule(activation, global_random_seed):
     # Check that the first call is one EM iteration on the first batch and
     # the second moves the normalised statistics by rho_2 = (21 / 20)^-0.6.
-    X = _blobs(global_random_seed)
+    X = blobs(global_random_seed, n_samples=400, n_features=3, centers=4)
     w = np.random.RandomState(global_random_seed).uniform(0.5, 2.0, X.shape[0])
     A, B, wa, wb = X[:150], X[150:], w[:150], w[150:]
     init = X[[0, 100, 200, 300]]
@@ -86,7 +90,7 @@ def test_first_call_initialises(global_random_seed):
     # Check that the first call runs k-means++ on the first batch with
     # random_state, resolves sigma="auto" and sets MiniBatchKMeans's
     # attributes (no labels_ nor inertia_).
-    X = _blobs(global_random_seed)
+    X = blobs(global_random_seed, n_samples=400, n_features=3, centers=4)
     km = RBFKMeans(n_clusters=4, random_state=global_random_seed)
     km.partial_fit(X[:100])
     with pytest.warns(ConvergenceWarning):
@@ -102,7 +106,7 @@ def test_first_call_initialises(global_random_seed):
 
 def test_first_batch_too_small_and_later_batches_any_size():
     # Check that only the first batch must hold n_clusters samples.
-    X = _blobs(0)
+    X = blobs(0, n_samples=400, n_features=3, centers=4)
     with pytest.raises(ValueError, match="first call to partial_fit"):
         RBFKMeans(n_clusters=4).partial_fit(X[:3])
     km = RBFKMeans(n_clusters=4, random_state=0).partial_fit(X[:50])
@@ -113,7 +117,7 @@ def test_first_batch_too_small_and_later_batches_any_size():
 def test_n_features_mismatch_and_bad_weights():
     # Check that a later batch with other features, or all-zero weights,
     # raises a ValueError naming the problem.
-    X = _blobs(0)
+    X = blobs(0, n_samples=400, n_features=3, centers=4)
     km = RBFKMeans(n_clusters=4, random_state=0).partial_fit(X)
     with pytest.raises(ValueError, match="2 features"):
         km.partial_fit(X[:, :2])
@@ -125,7 +129,7 @@ def test_n_features_mismatch_and_bad_weights():
 
 def test_weighted_equals_repeated(global_random_seed):
     # Check that integer weights equal repeated rows, batch by batch.
-    X = _blobs(global_random_seed)
+    X = blobs(global_random_seed, n_samples=400, n_features=3, centers=4)
     counts = np.random.RandomState(global_random_seed).randint(0, 4, X.shape[0])
     counts[:4] = 1
     init = X[:4]
@@ -138,10 +142,10 @@ def test_weighted_equals_repeated(global_random_seed):
     assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_, rtol=1e-10)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_dtype_kept(dtype):
     # Check that the first batch's dtype is kept, later batches cast to it.
-    X = _blobs(0).astype(dtype)
+    X = blobs(0, n_samples=400, n_features=3, centers=4).astype(dtype)
     km = RBFKMeans(n_clusters=4, random_state=0).partial_fit(X)
     km.partial_fit(X.astype(np.float64))
     assert km.cluster_centers_.dtype == dtype
@@ -151,7 +155,7 @@ def test_dtype_kept(dtype):
 def test_after_fit_and_sparse():
     # Check that partial_fit continues from fitted centres (restarting the
     # step counter) and accepts CSR batches after a dense start.
-    X = _blobs(0)
+    X = blobs(0, n_samples=400, n_features=3, centers=4)
     km = RBFKMeans(n_clusters=4, random_state=0, tol=1e-14).fit(X)
     centers = km.cluster_centers_.copy()
     km.partial_fit(X)
