@@ -7,7 +7,7 @@ of the package, N swept), by a raising ``init`` callable, by a
 ``ConvergenceWarning`` raised as an error and by a failing dask chunk; the
 previous model's attributes must be byte-identical afterwards and its
 predictions unchanged. The stream of ``partial_fit`` must survive pickle,
-joblib and deepcopy to the bit.
+joblib and deepcopy to the bit, and a pickled fit keeps every attribute.
 """
 
 import copy
@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import joblib
 import numpy as np
 import pytest
+from _data import ACTIVATIONS, blobs
 from numpy.testing import assert_array_equal
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning, InconsistentVersionWarning
@@ -39,11 +40,6 @@ ESTIMATORS = {
         3, init="k-means++", n_init=2, random_state=0
     ),
 }
-
-
-def _blobs(seed, scale=1.0, n_samples=90):
-    X, _ = make_blobs(n_samples=n_samples, centers=3, random_state=seed)
-    return X * scale
 
 
 def _same(a, b):
@@ -160,7 +156,8 @@ def test_interrupted_refit_keeps_the_previous_model(name, method, scale):
     # too, where the refit's working units differ from the unit scale) leaves
     # every attribute of the previous model byte-identical and its
     # predictions unchanged.
-    X_old, X_new = _blobs(0, scale), _blobs(1, scale * 3.0, n_samples=120)
+    X_old = blobs(0, n_samples=90, n_features=2, centers=3) * scale
+    X_new = blobs(1, n_samples=120, n_features=2, centers=3) * (scale * 3.0)
     est = ESTIMATORS[name]().fit(X_old)
     before = _fitted_state(est)
     expected = _outputs(est, X_old)
@@ -177,12 +174,12 @@ def test_interrupted_refit_keeps_the_previous_model(name, method, scale):
                 assert_same_outputs(est, X_old, expected)
 
 
-@pytest.mark.parametrize("activation", ["softmax", "entmax15"])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_interrupted_partial_fit_keeps_the_stream(activation):
     # Check that a partial_fit interrupted at any point leaves the centres,
     # the step count and the running statistics as they were, and that the
     # stream then continues as if the interrupted call never happened.
-    X = _blobs(0)
+    X = blobs(0, n_samples=90, n_features=2, centers=3)
     batches = [X[i::3] for i in range(3)]
     reference = RBFKMeans(3, activation=activation, random_state=0)
     for batch in batches:
@@ -208,15 +205,16 @@ def test_interrupted_partial_fit_keeps_the_stream(activation):
 def test_interrupted_first_partial_fit_leaves_an_unfitted_estimator():
     # Check that interrupting the very first partial_fit leaves no attribute
     # behind (the estimator is as unfitted as it was).
+    X = blobs(0, n_samples=90, n_features=2, centers=3)
     est = RBFKMeans(3, random_state=0)
     before = _fitted_state(est)
     counter, stepped = _count_calls(
-        lambda: RBFKMeans(3, random_state=0), lambda e: e.partial_fit(_blobs(0))
+        lambda: RBFKMeans(3, random_state=0), lambda e: e.partial_fit(X)
     )
     completed = _fitted_state(stepped)
     for at in _points(counter, 8):
         with pytest.raises(KeyboardInterrupt), _traced(_Interrupt(at)):
-            est.partial_fit(_blobs(0))
+            est.partial_fit(X)
         if assert_same_state(est, before, completed) == "completed":
             est = RBFKMeans(3, random_state=0)
 
@@ -226,7 +224,7 @@ def test_raising_init_keeps_the_previous_model(name):
     # Check the issue's reproducer: a model fitted on data at 1e-200, then a
     # refit whose init callable raises, still predicts three clusters and
     # gives non-zero distances.
-    X = _blobs(0, 1e-200)
+    X = blobs(0, n_samples=90, n_features=2, centers=3) * 1e-200
     est = ESTIMATORS[name]().fit(X)
     before = _fitted_state(est)
     expected = _outputs(est, X)
@@ -257,7 +255,7 @@ def test_convergence_warning_as_error_keeps_the_previous_model(make):
     # Check that a ConvergenceWarning raised as an error (pytest -W error)
     # by a refit leaves the previous, fully fitted model as it was: the
     # warning comes before any attribute is assigned.
-    X_old = _blobs(0)
+    X_old = blobs(0, n_samples=90, n_features=2, centers=3)
     est = make().set_params(max_iter=300).fit(X_old)
     before = _fitted_state(est)
     expected = _outputs(est, X_old)
@@ -301,7 +299,7 @@ def _joblib_round_trip(est):
     ],
     ids=["pickle", "joblib", "deepcopy"],
 )
-@pytest.mark.parametrize("activation", ["softmax", "entmax15"])
+@pytest.mark.parametrize("activation", ACTIVATIONS)
 def test_stream_survives_a_round_trip(round_trip, activation):
     # Check that saving and loading the estimator in the middle of a stream
     # gives the uninterrupted stream's centres and step count, to the bit.
@@ -322,7 +320,7 @@ def test_fit_restarts_the_stream():
     # Check that a fit between partial_fit calls starts a new stream (its
     # centres replace the running statistics), and that changing the centres
     # by hand does too.
-    X = _blobs(0)
+    X = blobs(0, n_samples=90, n_features=2, centers=3)
     est = RBFKMeans(3, sigma=1.0, random_state=0)
     est.partial_fit(X).partial_fit(X)
     est.fit(X)
@@ -339,7 +337,8 @@ def test_pickle_carries_a_version_stamp(monkeypatch):
     # Check that a model saved by another version of the package warns when
     # loaded (as scikit-learn does for its estimators), and that one saved by
     # this version loads silently.
-    est = RBFKMeans(3, random_state=0).fit(_blobs(0))
+    X = blobs(0, n_samples=90, n_features=2, centers=3)
+    est = RBFKMeans(3, random_state=0).fit(X)
     data = pickle.dumps(est)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -349,7 +348,22 @@ def test_pickle_carries_a_version_stamp(monkeypatch):
     monkeypatch.undo()
     with pytest.warns(InconsistentVersionWarning, match="skrbfkmeans version 0.0.1"):
         loaded = pickle.loads(older)
-    assert_array_equal(loaded.predict(_blobs(0)), est.predict(_blobs(0)))
+    assert_array_equal(loaded.predict(X), est.predict(X))
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_pickle_keeps_every_attribute(name):
+    # Check that a pickled fit loads with every attribute equal to the bit
+    # (scikit-learn's check_estimators_pickle compares the predictions of
+    # a few estimators only) and gives the same outputs and score.
+    X = blobs(0, n_samples=90, n_features=2, centers=3)
+    est = ESTIMATORS[name]().fit(X)
+    loaded = pickle.loads(pickle.dumps(est))
+    assert vars(loaded).keys() == vars(est).keys()
+    for attr, value in vars(est).items():
+        assert _same(vars(loaded)[attr], value), attr
+    assert_same_outputs(loaded, X, _outputs(est, X))
+    assert loaded.score(X) == est.score(X)
 
 
 def _dask_rows(X, chunks, fail_block=None):
@@ -367,23 +381,17 @@ def _dask_rows(X, chunks, fail_block=None):
     return Xd.map_blocks(fail, dtype=Xd.dtype)
 
 
-@pytest.fixture
-def synchronous_dask():
-    dask = pytest.importorskip("dask")
-    with dask.config.set(scheduler="synchronous"):
-        yield
-
-
 @pytest.mark.parametrize("name", ["lloyd", "softmax", "annealed"])
 def test_failing_dask_refit_keeps_the_previous_model(synchronous_dask, name):
     # Check that a dask refit whose third chunk cannot be read leaves the
     # previous model (fitted on data at 1e-200, in other working units than
     # dask's) byte-identical, with the same predictions.
-    X = _blobs(0, 1e-200)
+    X = blobs(0, n_samples=90, n_features=2, centers=3) * 1e-200
     est = ESTIMATORS[name]().fit(X)
     before, expected = _fitted_state(est), _outputs(est, X)
+    X_new = blobs(1, n_samples=400, n_features=2, centers=3)
     with pytest.raises(OSError, match="chunk unreadable"):
-        est.fit(_dask_rows(_blobs(1, n_samples=400), 100, fail_block=2))
+        est.fit(_dask_rows(X_new, 100, fail_block=2))
     assert_same_state(est, before)
     assert_same_outputs(est, X, expected)
 
@@ -391,7 +399,7 @@ def test_failing_dask_refit_keeps_the_previous_model(synchronous_dask, name):
 def test_failing_dask_partial_fit_keeps_the_stream(synchronous_dask):
     # Check that a partial_fit on dask input whose last block fails (after
     # steps on the first blocks) leaves the centres and n_steps_ unchanged.
-    X = _blobs(0, n_samples=400)
+    X = blobs(0, n_samples=400, n_features=2, centers=3)
     est = RBFKMeans(3, sigma=1.0, random_state=0).partial_fit(X[:100])
     before = _fitted_state(est)
     with pytest.raises(OSError, match="chunk unreadable"):
