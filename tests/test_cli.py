@@ -550,8 +550,13 @@ def test_demo(runs):
     header = lines[0].split()
     for column in ["inertia", "ARI", "time", "certified"]:
         assert column in header
+    # Both timed at one thread, and the ratio printed in the README's terms.
+    assert "vs KMeans time" in lines[0]
+    assert "both at one thread" in out and "3 to 18 times" in out
     body = [line for line in lines if line.startswith(("blobs", "digits"))]
     assert len(body) == 4
+    ratios = [float(line.split()[-2].rstrip("x")) for line in body]
+    assert ratios[0] == ratios[2] == 1.0 and min(ratios[1], ratios[3]) > 0
     assert sum("AnnealedRBFKMeans" in line and "True" in line for line in body) == 2
     # Aligned: the method column starts at the same place on every row.
     starts = {line.index("KMeans(n_init=10)") for line in body if "KMeans(" in line}
