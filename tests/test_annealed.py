@@ -2,17 +2,18 @@
 
 End points against independent NumPy oracles (``_rbf_oracle.py``), the hot
 start, path consistency, quality against KMeans, determinism and weights,
-float ``sigma_end``, explicit inits, dtypes, sparse formats, bad and
-degenerate input, scikit-learn composition. Schedule functions:
-``test_schedule.py``.
+float ``sigma_end``, explicit inits, dtypes, bad parameters and degenerate
+input. Schedule functions: ``test_schedule.py``; what both estimators share
+(transform and the fit shortcuts, every sparse format, bad input, the
+caller's arrays, scikit-learn composition): ``test_estimators.py``.
 """
 
-import pickle
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _data import ACTIVATIONS, DTYPE_IDS, DTYPES, separated_blobs
 from _rbf_oracle import (
     dense64,
     distortion,
@@ -24,37 +25,28 @@ from _rbf_oracle import (
 )
 from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import softmax
-from sklearn.base import clone
 from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
-from sklearn.model_selection import GridSearchCV
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 
-ACTIVATIONS = ["auto", "softmax", "entmax15"]
-DTYPES = [np.float32, np.float64]
-DTYPE_IDS = ["float32", "float64"]
-# Four blobs 12 standard deviations apart: KMeans and annealing agree.
-_SQUARE = np.array([[0.0, 0.0], [0.0, 6.0], [6.0, 0.0], [6.0, 6.0]])
+# The maps, and "auto": softmax while hot, entmax-1.5 at the end.
+ANNEALED_ACTIVATIONS = ["auto", *ACTIVATIONS]
 
 
-def _separated(seed, n_samples=200):
-    X, y = make_blobs(n_samples, centers=_SQUARE, cluster_std=0.5, random_state=seed)
-    return X, y
-
-
-def _overlapping(seed, n_samples=200):
+def _overlapping(seed):
     # make_blobs's centres lie in [-10, 10]^2: std 4 makes them overlap.
-    X, y = make_blobs(n_samples, centers=4, cluster_std=4.0, random_state=seed)
-    return X, y
+    return make_blobs(200, centers=4, cluster_std=4.0, random_state=seed)
 
 
-DATA = {"separated": _separated, "overlapping": _overlapping}
+# 200 rows of blobs far apart (KMeans and annealing agree), or overlapping.
+DATA = {
+    "separated": lambda seed: separated_blobs(seed, 200),
+    "overlapping": _overlapping,
+}
 
 
 def _d_rounding(X, centers):
@@ -82,7 +74,7 @@ def _n_distinct(centers):
 
 
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("data", list(DATA))
 def test_auto_end_is_certified_lloyd_fixed_point(
@@ -131,7 +123,7 @@ def test_auto_end_is_certified_lloyd_fixed_point(
         assert (1.0 - P[np.arange(X.shape[0]), km.labels_] <= bound + 8 * eps).all()
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_start_above_first_critical_width(activation, global_random_seed):
     # Check the high-temperature start (doc/theory.rst, critical widths): with
     # sigma_start="auto" the first width is sigma^2 = 0.55 c lambda_max of the
@@ -158,7 +150,7 @@ def test_start_above_first_critical_width(activation, global_random_seed):
 
 
 @pytest.mark.parametrize("sigma_end", ["auto", 0.3], ids=["auto", "float"])
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_path_attributes_consistent(activation, sigma_end, global_random_seed):
     # Check that the path attributes agree with each other, with the final
     # state and with independent computations: lengths and shapes, strictly
@@ -211,7 +203,7 @@ def test_path_attributes_consistent(activation, sigma_end, global_random_seed):
     assert 1 <= km.n_iter_ <= min(km.max_iter, km.n_iter_total_)
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_inertia_path_decreases_at_the_end(activation, global_random_seed):
     # Check that the final Lloyd phase does not increase the inertia of the
     # last annealing stage (Lloyd is monotone), and that the end point is at
@@ -228,7 +220,7 @@ def test_inertia_path_decreases_at_the_end(activation, global_random_seed):
 def test_matches_best_kmeans_on_separated_blobs(global_random_seed):
     # Check that on well-separated blobs the single annealing run reaches the
     # inertia of the best of 10 KMeans restarts (the global optimum here).
-    X, _ = _separated(global_random_seed, 300)
+    X, _ = separated_blobs(global_random_seed, 300)
     km = AnnealedRBFKMeans(4).fit(X)
     best = KMeans(4, n_init=10, random_state=global_random_seed).fit(X)
     assert km.inertia_ == pytest.approx(best.inertia_, rel=1e-9)
@@ -254,7 +246,7 @@ def _fitted_arrays(km):
     return {name: getattr(km, name) for name in names}
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_deterministic_without_random_draw(activation, global_random_seed):
     # Check that init="anneal" makes no random draw: refits, and fits with
     # any random_state (None included), are bit-identical, and a RandomState
@@ -277,7 +269,7 @@ def test_deterministic_without_random_draw(activation, global_random_seed):
 
 
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_integer_weights_equal_repeated_rows(activation, sparse, global_random_seed):
     # Check that integer weights give the fit of the repeated rows and zero
     # weights that of the removed rows (no random draw, integer weights are
@@ -305,7 +297,7 @@ def test_integer_weights_equal_repeated_rows(activation, sparse, global_random_s
         )
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_zero_weight_sample_on_a_boundary_is_ignored(activation):
     # Check that a zero-weight sample changes nothing, even one exactly on
     # the bisector of two centres (margin 0): the certificate and the width
@@ -325,7 +317,7 @@ def test_zero_weight_sample_on_a_boundary_is_ignored(activation):
     assert_allclose(weighted.predict_proba(X), removed.predict_proba(X), atol=1e-12)
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 @pytest.mark.parametrize("factor", [0.05, 0.5], ids=["sigma0.05", "sigma0.5"])
 def test_float_sigma_end_is_em_fixed_point(factor, activation, global_random_seed):
     # Check that a float sigma_end ends there exactly (sigma_ and the last
@@ -334,7 +326,7 @@ def test_float_sigma_end_is_em_fixed_point(factor, activation, global_random_see
     # tolerance: the final EM stops once the summed squared shift is below
     # (30 tol)^2 T, T = 2 sigma^2, and EM steps shrink near a stable fixed
     # point), and that predict_proba is that map at sigma_end (oracle).
-    X, _ = _separated(global_random_seed)
+    X, _ = separated_blobs(global_random_seed, 200)
     sigma_end = factor * X.std()
     km = AnnealedRBFKMeans(4, sigma_end=sigma_end, activation=activation).fit(X)
     assert km.sigma_ == sigma_end
@@ -378,7 +370,7 @@ def test_array_init_is_kmeans_from_there(kind, global_random_seed):
     # KMeans from those centres (no annealing): without the polish, the
     # labels, centres and n_iter_ of KMeans(init=..., n_init=1), a path of
     # one entry, and a certified result.
-    X, y = _separated(global_random_seed)
+    X, y = separated_blobs(global_random_seed, 200)
     init = _one_per_blob(X, y)
     arg = init if kind == "array" else (lambda X, k, random_state: init)
     km = AnnealedRBFKMeans(4, init=arg, polish=False, max_iter=300).fit(X)
@@ -396,7 +388,7 @@ def test_array_init_is_polished(global_random_seed):
     # Check that the polish improves KMeans's local optimum from a poor init
     # (two centres splitting one blob, one between two others): lower inertia
     # than KMeans from the same init, the blobs recovered, still certified.
-    X, y = _separated(global_random_seed)
+    X, y = separated_blobs(global_random_seed, 200)
     blob = _one_per_blob(X, y)
     init = np.array([blob[0] - [0.5, 0], blob[0] + [0.5, 0], blob[2], blob[1]])
     init[3] = 0.5 * (blob[1] + blob[3])
@@ -415,7 +407,7 @@ def test_explicit_sigma_start_anneals_from_init(kind, global_random_seed):
     # are distinct at the first stage, and the first stage's centres are the
     # fixed point of the mass-constrained EM started from the array at that
     # width, far from the data mean.
-    X, y = _separated(global_random_seed)
+    X, y = separated_blobs(global_random_seed, 200)
     init = _one_per_blob(X, y)
     arg = init if kind == "array" else (lambda X, k, random_state: init)
     d = np.sqrt(sq_distances(init, init))
@@ -437,7 +429,7 @@ def test_explicit_sigma_start_anneals_from_init(kind, global_random_seed):
 def test_array_init_with_float_sigma_end_is_em_there(global_random_seed):
     # Check that an init array with sigma_start="auto" and a float sigma_end
     # runs the EM at sigma_end from the array: one stage, at sigma_end.
-    X, y = _separated(global_random_seed)
+    X, y = separated_blobs(global_random_seed, 200)
     sigma_end = 0.3 * X.std()
     km = AnnealedRBFKMeans(4, init=_one_per_blob(X, y), sigma_end=sigma_end).fit(X)
     assert_array_equal(km.sigma_path_, [sigma_end])
@@ -451,7 +443,7 @@ def test_kmeans_init_draws_as_kmeans(init, global_random_seed):
     # sklearn.cluster.kmeans_plusplus; "random": rows chosen by
     # RandomState.choice(n, k, replace=False, p=w / W), as in
     # sklearn/cluster/_kmeans.py), i.e. it equals the fit from that array.
-    X, _ = _separated(global_random_seed)
+    X, _ = separated_blobs(global_random_seed, 200)
     rs = np.random.RandomState(global_random_seed)
     if init == "k-means++":
         centers, _ = kmeans_plusplus(X, 4, random_state=rs)
@@ -480,11 +472,11 @@ def test_n_init_keeps_lowest_inertia_and_warns_for_anneal():
     )
 
 
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_float32_gives_float32_close_to_float64(activation, global_random_seed):
     # Check that float32 input gives float32 centres, paths and outputs,
     # close to the float64 fit of the same data.
-    X, _ = _separated(global_random_seed)
+    X, _ = separated_blobs(global_random_seed, 200)
     km64 = AnnealedRBFKMeans(4, activation=activation).fit(X)
     X32 = X.astype(np.float32)
     km32 = AnnealedRBFKMeans(4, activation=activation).fit(X32)
@@ -496,65 +488,6 @@ def test_float32_gives_float32_close_to_float64(activation, global_random_seed):
     assert_allclose(km32.cluster_centers_, km64.cluster_centers_, atol=1e-5 * scale)
     assert_array_equal(km32.labels_, km64.labels_)
     assert_allclose(km32.inertia_, km64.inertia_, rtol=1e-5)
-
-
-def _sparse_containers():
-    """Every scipy sparse format, matrix and array, plus 64-bit CSR indices."""
-
-    def int64_csr(X):
-        A = sp.csr_matrix(X)
-        A.indices, A.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
-        return A
-
-    out = [pytest.param(int64_csr, id="csr_matrix_int64")]
-    for fmt in ("csr", "csc", "coo", "lil", "dok", "dia", "bsr"):
-        for kind in ("matrix", "array"):
-            cls = getattr(sp, f"{fmt}_{kind}", None)
-            if cls is not None:
-                out.append(pytest.param(cls, id=f"{fmt}_{kind}"))
-    return out
-
-
-@pytest.mark.parametrize("container", _sparse_containers())
-def test_sparse_fit_equals_dense_fit(container):
-    # Check that every sparse format gives the dense fit (centres, paths,
-    # labels) and the dense outputs.
-    X, _ = make_blobs(100, n_features=4, centers=3, cluster_std=2.0, random_state=0)
-    X[np.random.RandomState(0).uniform(size=X.shape) < 0.4] = 0.0
-    dense = AnnealedRBFKMeans(3).fit(X)
-    est = AnnealedRBFKMeans(3).fit(container(X))
-    assert_allclose(est.cluster_centers_, dense.cluster_centers_, rtol=1e-10)
-    assert_array_equal(est.labels_, dense.labels_)
-    assert_array_equal(est.n_distinct_centers_path_, dense.n_distinct_centers_path_)
-    assert est.sigma_ == pytest.approx(dense.sigma_, rel=1e-8)
-    assert est.certified_ == dense.certified_
-    for method in ("predict", "predict_proba", "transform", "score"):
-        got = getattr(est, method)(container(X))
-        assert_allclose(got, getattr(dense, method)(X), rtol=1e-9, atol=1e-10)
-
-
-def _bad_inputs():
-    X, _ = make_blobs(12, centers=2, random_state=0)
-    X_nan, X_inf = X.copy(), X.copy()
-    X_nan[3, 1], X_inf[5, 0] = np.nan, np.inf
-    ones = np.ones(12)
-    negative = ones.copy()
-    negative[2] = -1.0
-    return [
-        pytest.param(X_nan, None, "Input X contains NaN", id="nan"),
-        pytest.param(X_inf, None, "Input X contains infinity", id="inf"),
-        pytest.param(X[:, 0], None, "Expected 2D array, got 1D array", id="1d"),
-        pytest.param(X[:2], None, "n_samples=2 should be >= n_clusters=3", id="few"),
-        pytest.param(X, negative, "Negative values", id="negative-w"),
-        pytest.param(X, 0 * ones, "at least one non-zero", id="zero-w"),
-    ]
-
-
-@pytest.mark.parametrize("X, sample_weight, match", _bad_inputs())
-def test_bad_input_raises(X, sample_weight, match):
-    # Check that bad data or weights raise a ValueError naming the problem.
-    with pytest.raises(ValueError, match=match):
-        AnnealedRBFKMeans(3).fit(X, sample_weight=sample_weight)
 
 
 @pytest.mark.parametrize(
@@ -587,18 +520,8 @@ def test_invalid_parameters_raise(name, value):
     assert issubclass(InvalidParameterError, ValueError)
 
 
-def test_input_arrays_not_modified():
-    # Check that fit leaves X and sample_weight untouched.
-    X, _ = make_blobs(60, centers=3, random_state=0)
-    w = np.random.RandomState(0).uniform(0.5, 2, 60)
-    X0, w0 = X.copy(), w.copy()
-    AnnealedRBFKMeans(3).fit(X, sample_weight=w)
-    assert_array_equal(X, X0)
-    assert_array_equal(w, w0)
-
-
 @pytest.mark.parametrize("sigma_end", ["auto", 0.1], ids=["auto", "float"])
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_constant_data_warns_and_stays_finite(activation, sigma_end):
     # Check that constant data gives every centre at the point, zero inertia
     # and the KMeans-style ConvergenceWarning, with finite outputs.
@@ -614,7 +537,7 @@ def test_constant_data_warns_and_stays_finite(activation, sigma_end):
 
 
 @pytest.mark.parametrize("sigma_end", ["auto", 0.1], ids=["auto", "float"])
-@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("activation", ANNEALED_ACTIVATIONS)
 def test_fewer_distinct_points_than_clusters(activation, sigma_end):
     # Check that 3 distinct points (each repeated) with k=5 give the
     # KMeans-style ConvergenceWarning and a finite result in which every
@@ -648,56 +571,6 @@ def test_verbose_prints_stages(capsys):
         assert f"sigma {sigma:.4g}," in line
     AnnealedRBFKMeans(3).fit(X)
     assert capsys.readouterr().out == ""
-
-
-def test_pipeline_and_grid_search(global_random_seed):
-    # Check that AnnealedRBFKMeans works after a StandardScaler in a Pipeline
-    # and that GridSearchCV's held-out score prefers the true k on
-    # well-separated blobs.
-    X, _ = _separated(global_random_seed)
-    X = 3.0 * X + 10.0
-    pipe = make_pipeline(StandardScaler(), AnnealedRBFKMeans(4)).fit(X)
-    Xs = StandardScaler().fit_transform(X)
-    alone = AnnealedRBFKMeans(4).fit(Xs)
-    assert_array_equal(pipe.predict(X), alone.labels_)
-    assert_allclose(pipe.predict_proba(X), alone.predict_proba(Xs))
-    assert pipe.score(X) == pytest.approx(alone.score(Xs))
-    search = GridSearchCV(AnnealedRBFKMeans(), {"n_clusters": [2, 3, 4]}, cv=3)
-    search.fit(Xs)
-    scores = search.cv_results_["mean_test_score"]
-    assert np.isfinite(scores).all()
-    assert search.best_params_ == {"n_clusters": 4}
-    assert scores[2] > scores[1] > scores[0]
-
-
-@pytest.mark.parametrize("activation", ACTIVATIONS)
-def test_clone_and_pickle_round_trip(activation):
-    # Check that clone refits identically and that a pickled model predicts
-    # identically and keeps its path.
-    X, _ = make_blobs(120, centers=4, cluster_std=1.5, random_state=0)
-    km = AnnealedRBFKMeans(4, activation=activation).fit(X)
-    refit = clone(km).fit(X)
-    loaded = pickle.loads(pickle.dumps(km))
-    for other in (refit, loaded):
-        for name, value in _fitted_arrays(km).items():
-            assert_array_equal(getattr(other, name), value, err_msg=name)
-        for method in ("predict", "predict_proba", "transform"):
-            assert_array_equal(getattr(other, method)(X), getattr(km, method)(X))
-        assert other.score(X) == km.score(X)
-        assert other.sigma_ == km.sigma_ and other.certified_ == km.certified_
-
-
-def test_fit_shortcuts_and_transform():
-    # Check that fit_predict / fit_transform equal fit then labels_ /
-    # transform, transform gives Euclidean distances and score = -inertia_.
-    X, _ = make_blobs(120, centers=4, cluster_std=1.5, random_state=1)
-    w = np.random.RandomState(1).uniform(0.5, 2, X.shape[0])
-    km = AnnealedRBFKMeans(4).fit(X, sample_weight=w)
-    assert_array_equal(AnnealedRBFKMeans(4).fit_predict(X, sample_weight=w), km.labels_)
-    D = AnnealedRBFKMeans(4).fit_transform(X, sample_weight=w)
-    assert_allclose(D, np.sqrt(sq_distances(X, km.cluster_centers_)), rtol=1e-10)
-    assert -km.score(X, sample_weight=w) == pytest.approx(km.inertia_, rel=1e-12)
-    assert_allclose(km.inertia_, distortion(X, km.cluster_centers_, w), rtol=1e-10)
 
 
 def test_dropped_group_copies_join_the_nearest_group():

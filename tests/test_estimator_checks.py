@@ -11,14 +11,10 @@ from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 # scikit-learn >= 1.9 reads `classifier_tags.multi_class` in these two checks
 # for any estimator with `predict_proba`; a clusterer has no classifier tags
 # and fails them with an AttributeError before its sparse support is tested.
-# tests/test_rbf_kmeans.py tests every sparse format instead.
+# tests/test_estimators.py tests every sparse format instead.
 _SPARSE_QUIRK = (
     "scikit-learn reads classifier_tags.multi_class for any estimator with "
-    "predict_proba; sparse formats are tested in tests/test_rbf_kmeans.py"
-)
-_SPARSE_QUIRK_ANNEALED = (
-    "scikit-learn reads classifier_tags.multi_class for any estimator with "
-    "predict_proba; sparse formats are tested in tests/test_annealed.py"
+    "predict_proba; sparse formats are tested in tests/test_estimators.py"
 )
 # The check shuffles the rows of the weighted data; k-means++ then draws
 # other centres (as for sklearn.cluster.KMeans, which declares the same
@@ -45,10 +41,10 @@ ESTIMATORS = [
 
 
 # AnnealedRBFKMeans makes no random draw with init="anneal": only the sparse
-# quirk above, with its sparse formats tested in tests/test_annealed.py.
+# quirk above.
 _ANNEALED_XFAIL = {
-    "check_estimator_sparse_array": _SPARSE_QUIRK_ANNEALED,
-    "check_estimator_sparse_matrix": _SPARSE_QUIRK_ANNEALED,
+    "check_estimator_sparse_array": _SPARSE_QUIRK,
+    "check_estimator_sparse_matrix": _SPARSE_QUIRK,
 }
 
 
