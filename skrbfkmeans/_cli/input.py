@@ -4,7 +4,7 @@
 or a ``.npy``, into a float array, keeping the columns ``--columns``
 selects (by default all, less the index column that pandas' ``to_csv``
 writes); every problem with it is a
-:class:`~skrbfkmeans._cli_errors.CLIError` naming the file and, for a
+:class:`~skrbfkmeans._cli.errors.CLIError` naming the file and, for a
 ``.csv``, the line. :func:`check_output` and :func:`check_replaceable`
 refuse, before the minutes of work rather than after, an output that could
 not or should not be written: the input itself, or a read-only file, unless

@@ -130,7 +130,7 @@ def make_spiral(n_samples=300, *, n_arms=3, noise=0.05, random_state=0):
 
     Examples
     --------
-    >>> from skrbfkmeans._reproduce import make_spiral
+    >>> from skrbfkmeans._cli.reproduce import make_spiral
     >>> X, y = make_spiral(6, n_arms=3)
     >>> X.shape, y.tolist()
     ((6, 2), [0, 1, 2, 0, 1, 2])
@@ -183,7 +183,7 @@ def exact_hardness_width(X, centers):
     Examples
     --------
     >>> import numpy as np
-    >>> from skrbfkmeans._reproduce import exact_hardness_width
+    >>> from skrbfkmeans._cli.reproduce import exact_hardness_width
     >>> X = np.array([[0.0], [1.0], [3.0]])
     >>> float(exact_hardness_width(X, np.array([[0.5], [3.0]])))
     1.0
@@ -241,7 +241,7 @@ def kmeans_fixed_point(X, n_clusters):
     Examples
     --------
     >>> import numpy as np
-    >>> from skrbfkmeans._reproduce import kmeans_fixed_point
+    >>> from skrbfkmeans._cli.reproduce import kmeans_fixed_point
     >>> X = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 0.0], [5.0, 1.0]])
     >>> np.sort(kmeans_fixed_point(X, 2), axis=0)
     array([[0. , 0.5],
@@ -288,7 +288,7 @@ def width_grid(sigma_star, n_widths=16, low=0.3, high=30.0):
 
     Examples
     --------
-    >>> from skrbfkmeans._reproduce import width_grid
+    >>> from skrbfkmeans._cli.reproduce import width_grid
     >>> sigmas, on_grid = width_grid(1.0, n_widths=3, low=0.1, high=10.0)
     >>> sigmas.round(3).tolist(), on_grid.tolist()
     ([0.1, 0.999, 1.0, 1.001, 10.0], [True, False, True, False, True])
@@ -338,7 +338,7 @@ def loglog_slope(sigmas, distances):
     Examples
     --------
     >>> import numpy as np
-    >>> from skrbfkmeans._reproduce import loglog_slope
+    >>> from skrbfkmeans._cli.reproduce import loglog_slope
     >>> s = np.array([0.5, 1.0, 2.0, 4.0])
     >>> float(loglog_slope(s, np.where(s > 0.6, 3 * s**2, 0.0)))
     2.0
