@@ -29,6 +29,10 @@ fit.
 import numpy as np
 import scipy.sparse as sp
 
+from ._engine.partition import block_rows, row_blocks
+
+# The certificate's blocks (``partition``'s rule): differences to every
+# centre, float64.
 _BLOCK_BYTES = 8 << 20
 
 
@@ -46,9 +50,9 @@ def _weighted_blocks(X, sample_weight, C):
     differences.
     """
     n_clusters, n_features = C.shape
-    step = max(1, _BLOCK_BYTES // (8 * max(1, n_clusters * n_features)))
-    for start in range(0, X.shape[0], step):
-        sl = slice(start, min(start + step, X.shape[0]))
+    n_samples = X.shape[0]
+    step = block_rows(n_samples, 8 * n_clusters * n_features, _BLOCK_BYTES)
+    for sl in row_blocks(n_samples, step):
         w = np.asarray(sample_weight[sl], dtype=np.float64)
         keep = w > 0
         if not keep.any():

@@ -164,3 +164,94 @@ def test_many_rows_and_bounds_identical_for_every_thread_count(
     assert results[2] == results[1]
     assert results[3] == results[1]
     assert any(name.startswith("skrbfkmeans") for name in names)
+
+
+@pytest.mark.parametrize(
+    "n_rows, row_size, target, options, step",
+    [
+        (10, 4, 16, {}, 4),  # target // row_size
+        (10, 4, 16, {"even": True}, 4),  # 3 blocks: 4, 4, 2
+        (100, 1, 30, {"even": True}, 25),  # 4 blocks of 30 at most: 25 each
+        (5, 1, 30, {}, 5),  # at most n_rows
+        (0, 1, 30, {"even": True}, 1),  # at least 1
+        (1000, 100, 1000, {"min_rows": 64}, 64),
+        (1000, 0, 16, {}, 16),  # an empty row counts as 1
+        # 1 KiB of working_memory holds 10 rows of 100 bytes.
+        (1000, 1, 1 << 20, {"held": 100, "min_rows": 64}, 10),
+    ],
+)
+def test_block_rows_rule(n_rows, row_size, target, options, step):
+    # Check the one rule for the rows per block, and that the iterator covers
+    # the rows once, in order, in blocks of that many rows (the last shorter).
+    from sklearn import config_context
+
+    from skrbfkmeans._engine.partition import block_rows, row_blocks
+
+    with config_context(working_memory=1 / 1024):
+        assert block_rows(n_rows, row_size, target, **options) == step
+    slices = list(row_blocks(n_rows, step))
+    assert np.array_equal(
+        np.concatenate([np.arange(n_rows)[sl] for sl in slices] + [[]]),
+        np.arange(n_rows),
+    )
+    assert all(sl.stop - sl.start == step for sl in slices[:-1])
+
+
+@pytest.fixture
+def cuts(monkeypatch):
+    """``(loop, n_rows, step)`` of every ``row_blocks`` call of the loops."""
+    from skrbfkmeans import _certificate
+    from skrbfkmeans._engine import block_stats, entmax_rows, partition
+
+    # The real targets, not the small blocks of this module's fixture.
+    monkeypatch.undo()
+    calls = []
+
+    def recorder(loop):
+        def row_blocks(n_rows, step):
+            calls.append((loop, n_rows, step))
+            return partition.row_blocks(n_rows, step)
+
+        return row_blocks
+
+    for loop, module in {
+        "pass": _assign,
+        "norms": _engine,
+        "moments": block_stats,
+        "entmax": entmax_rows,
+        "certificate": _certificate,
+    }.items():
+        monkeypatch.setattr(module, "row_blocks", recorder(loop))
+    return calls
+
+
+def test_loops_keep_their_block_sizes(cuts):
+    # Check the blocks of every loop over rows on fixed shapes: each loop adds
+    # its sums block by block, so these sizes are part of its results.
+    from skrbfkmeans import _certificate, entmax15
+
+    X = np.random.default_rng(0).standard_normal((100_000, 16))
+    w, offset = np.ones(X.shape[0]), np.zeros(16)
+    x_sq = np.einsum("ij,ij->i", X, X)
+    _engine.squared_norms(X, offset)
+    _engine.statistics(X, w, X[:64], 1.0, "softmax", offset, x_sq)
+    _engine.free_energy(X, w, X[:64], 1.0, "softmax", offset, x_sq)
+    _engine.moments(X[:20_000, :15], w, X[:5, :15], 1.0, "softmax", offset[:15], x_sq)
+    entmax15(X[:10_000, :4].repeat(16, axis=1))
+    _certificate.explicit_fixed_point(X[:20_000], w, X[:64])
+    assert cuts == [
+        # 1 MiB of rows (128 bytes each).
+        ("norms", 100_000, 8192),
+        # 4 MiB of scores and rows (6553 rows of 64 + 16 numbers), in equal
+        # blocks: 16 of 6250; 1 MiB for a sweeping pass: 62 of 1613.
+        ("pass", 100_000, 6250),
+        ("pass", 100_000, 1613),
+        # 1 MiB of 5 scores and 15 features (6553 rows): 4 blocks of 5000,
+        # each in sub-blocks of 2**17 / 15**2 = 582 rows of outer products.
+        ("pass", 20_000, 5000),
+        *[("moments", 5000, 582)] * 4,
+        # 2**17 scores of 64 centres.
+        ("entmax", 10_000, 2048),
+        # 8 MiB of float64 differences to 64 centres in 16 features.
+        ("certificate", 20_000, 1024),
+    ]

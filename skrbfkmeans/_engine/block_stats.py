@@ -22,6 +22,7 @@ from .blocks import (
     scaled_scores,
     softmax_weights,
 )
+from .partition import block_rows, row_blocks
 
 # Up to this fraction of near scores a block is gathered (sparse route).
 _SPARSE_EXP_DENSITY = 0.4
@@ -149,7 +150,7 @@ def _accumulate_moments(M, Xb, wb, R):
     """``M_j += sum_i w_i r_ij x_i x_i^T`` in float64.
 
     Few features: the outer products ``x_i x_i^T`` of a row sub-block
-    (``b' x d^2``, near 1 MiB) times ``(w r)^T``, one GEMM for all centres.
+    (``b' x d^2``, 1 MiB) times ``(w r)^T``, one GEMM for all centres.
     From 16 features on, that materialises ``b d^2`` numbers per block (the
     stage summaries of an annealing run on the 64-feature digits spent a
     third of the fit there): each centre gets ``Y^T Y`` with ``Y`` its rows
@@ -158,13 +159,12 @@ def _accumulate_moments(M, Xb, wb, R):
     """
     k, d = M.shape[0], M.shape[1]
     if d < _MOMENTS_GATHER_D:
-        step = max(1, (1 << 17) // (d * d))
-        for start in range(0, Xb.shape[0], step):
-            xs = Xb[start : start + step]
-            xs = xs.toarray() if sp.issparse(xs) else xs
+        b = Xb.shape[0]
+        for sl in row_blocks(b, block_rows(b, d * d, _OUTER_BLOCK_ELEMENTS)):
+            xs = Xb[sl].toarray() if sp.issparse(Xb) else Xb[sl]
             xs = xs.astype(np.float64, copy=False)
             outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
-            wr = R[start : start + step] * wb[start : start + step, None]
+            wr = R[sl] * wb[sl, None]
             M += matmul(wr.T.astype(np.float64), outer).reshape(M.shape)
         return
     Xd = Xb.toarray() if sp.issparse(Xb) else Xb
@@ -179,3 +179,6 @@ def _accumulate_moments(M, Xb, wb, R):
 
 # From this many features on, moments are accumulated centre by centre.
 _MOMENTS_GATHER_D = 16
+# Below it, the outer products of a row sub-block: 1 MiB of float64
+# (``partition``'s rule).
+_OUTER_BLOCK_ELEMENTS = 1 << 17

@@ -16,6 +16,7 @@ from sklearn import get_config
 
 from .blas import matmul, row_sums
 from .entmax_rows import _sparse_rows, _Workspace
+from .partition import block_rows, row_blocks
 from .threads import map_blocks
 
 ACTIVATIONS = ("softmax", "entmax15")
@@ -33,35 +34,15 @@ SWEEP_BLOCK_BYTES = 1 << 20
 
 
 def _row_bytes(n_clusters, n_features, dtype, activation):
-    """Bytes a block holds per row (see ``block_rows``)."""
-    itemsize = np.dtype(dtype).itemsize
-    n_buffers = 3.2 + (5 if activation == "entmax15" else 0)
-    # Centred rows, plain and with a column of ones (augmented_block).
-    return itemsize * (n_buffers * n_clusters + 2 * n_features + 1)
+    """Bytes a block holds per row: its scores' buffers and centred rows.
 
-
-def block_rows(n_samples, n_clusters, n_features, dtype, activation, target=None):
-    """Rows per block: about 4 MiB of scores, never above ``working_memory``.
-
-    At least 1, also for ``n_samples = 0`` (``blocks`` then yields nothing).
-    Counts every buffer a block holds (scores, a copy for the objective, the
-    centred rows and, for entmax, its five-buffer workspace).
+    Counts the scores, a copy for the objective, the centred rows (plain and
+    with a column of ones: ``augmented_block``) and, for entmax, its
+    five-buffer workspace.
     """
     itemsize = np.dtype(dtype).itemsize
-    row_bytes = _row_bytes(n_clusters, n_features, dtype, activation)
-    bound = int(get_config()["working_memory"] * 2**20 // row_bytes)
-    target = (target or _TARGET_BLOCK_BYTES) // (itemsize * (n_clusters + n_features))
-    step = int(max(1, min(n_samples, bound, max(target, 64))))
-    # Blocks of equal size: a short last block costs a whole block's calls.
-    # No rows (an empty dask chunk) make no blocks, whatever the step.
-    n_blocks = max(1, -(-n_samples // step))
-    return max(1, -(-n_samples // n_blocks))
-
-
-def blocks(n_samples, step):
-    """Row slices of ``step`` rows (the last one shorter) covering ``n_samples``."""
-    for start in range(0, n_samples, step):
-        yield slice(start, min(start + step, n_samples))
+    n_buffers = 3.2 + (5 if activation == "entmax15" else 0)
+    return itemsize * (n_buffers * n_clusters + 2 * n_features + 1)
 
 
 def temperature(sigma, dtype):
@@ -157,11 +138,12 @@ def centred_block(X, sl, offset, buf):
 
 
 class BlockPlan:
-    """The block loop every pass shares: block size, buffers, prepared centres.
+    """The block loop of every pass: block size, buffers, prepared centres.
 
-    Iterating gives ``(slice, centred rows)`` for each block;
-    ``distances()`` adds the partial distances ``e = ||mu||^2 - 2 x . mu``
-    with each row's nearest centre and its ``e``.
+    Blocks follow the rule of ``partition``: about ``target`` bytes of
+    scores and rows (``_TARGET_BLOCK_BYTES`` by default), at least 64 rows,
+    within ``working_memory``, all of equal size. ``map`` runs a function on
+    every block.
     """
 
     def __init__(self, X, centers, offset, activation="softmax", target=None):
@@ -170,22 +152,19 @@ class BlockPlan:
         n_clusters = centers.shape[0]
         self.X, self.offset, self.activation = X, offset, activation
         self.pc = PreparedCenters(centers, offset, dtype)
+        self.held = _row_bytes(n_clusters, n_features, dtype, activation)
         self.step = block_rows(
-            n_samples, n_clusters, n_features, dtype, activation, target
+            n_samples,
+            dtype.itemsize * (n_clusters + n_features),
+            target or _TARGET_BLOCK_BYTES,
+            min_rows=64,
+            held=self.held,
+            even=True,
         )
         self.buf = self.buffers()
 
-    def __iter__(self):
-        for sl in blocks(self.X.shape[0], self.step):
-            yield sl, centred_block(self.X, sl, self.offset, self.buf)
-
-    def distances(self):
-        """Yield ``(slice, rows, E, argmin, min)`` for each block."""
-        for sl, Xb in self:
-            yield (sl, Xb, *partial_distances(Xb, self.pc, self.buf))
-
     def buffers(self):
-        """Return the calling thread's block buffers (pooled per thread)."""
+        """Return block buffers for the calling thread (pooled per thread)."""
         return BlockBuffers(
             self.step, self.pc.C.shape[0], self.X.shape[1], self.pc.C.dtype,
             self.activation, sp.issparse(self.X),
@@ -209,10 +188,10 @@ class BlockPlan:
             Xb = centred_block(self.X, sl, self.offset, buf)
             return func(sl, Xb, *partial_distances(Xb, self.pc, buf), buf)
 
-        k, d = self.pc.C.shape
-        per_block = self.step * _row_bytes(k, d, self.pc.C.dtype, self.activation)
-        max_threads = int(get_config()["working_memory"] * 2**20 // per_block)
-        return map_blocks(run, blocks(self.X.shape[0], self.step), max_threads)
+        max_threads = int(
+            get_config()["working_memory"] * 2**20 // (self.step * self.held)
+        )
+        return map_blocks(run, row_blocks(self.X.shape[0], self.step), max_threads)
 
 
 def augmented_block(X, sl, offset, buf):

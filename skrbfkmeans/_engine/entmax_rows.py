@@ -11,6 +11,7 @@ import math
 import numpy as np
 
 from .blas import row_sums
+from .partition import block_rows, row_blocks
 
 # Rows per block: a block of scores and its temporaries (five arrays of 1 MiB
 # in float64) stay in the last-level cache while the multi-pass threshold
@@ -44,10 +45,13 @@ class _Workspace:
 
 
 def _blocks(m, k, dtype):
-    """Return a workspace and row slices sized to keep the workspace in cache."""
-    step = max(1, _BLOCK_ELEMENTS // max(k, 1))
-    ws = _Workspace(max(1, min(step, m)), k, dtype)
-    return ws, [slice(start, min(start + step, m)) for start in range(0, m, step)]
+    """Return a workspace and the row slices of ``m`` rows of ``k`` scores.
+
+    Blocks of ``_BLOCK_ELEMENTS`` scores (``partition``'s rule), so that the
+    workspace stays in cache.
+    """
+    step = block_rows(m, k, _BLOCK_ELEMENTS)
+    return _Workspace(step, k, dtype), list(row_blocks(m, step))
 
 
 def _split_one_hot(U, imax, alpha, ws):

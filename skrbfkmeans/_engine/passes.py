@@ -27,6 +27,10 @@ from .blocks import (
     scores_inplace,
     temperature,
 )
+from .partition import block_rows, row_blocks
+
+# ``squared_norms`` takes blocks of 1 MiB of centred rows (``partition``).
+_NORMS_BLOCK_BYTES = 1 << 20
 
 
 class PassResult(NamedTuple):
@@ -105,15 +109,15 @@ def squared_norms(X, offset):
     if sp.issparse(X):
         Xc = centred_rows(X, offset)
         return np.asarray(Xc.multiply(Xc).sum(axis=1), dtype=X.dtype).ravel()
-    out = np.empty(X.shape[0], dtype=X.dtype)
-    step = max(1, (1 << 20) // max(1, X.shape[1] * X.itemsize))
+    n_samples = X.shape[0]
+    out = np.empty(n_samples, dtype=X.dtype)
+    step = block_rows(n_samples, X.shape[1] * X.itemsize, _NORMS_BLOCK_BYTES)
     # One reused 1 MiB buffer: fresh ones cost page faults on every block
     # (and under dask's MALLOC_TRIM_THRESHOLD_ a fresh mapping each time).
-    buf = pooled_empty("sq_norms", (min(step, X.shape[0]), X.shape[1]), X.dtype)
-    for start in range(0, X.shape[0], step):
-        rows = X[start : start + step]
-        Xb = np.subtract(rows, offset, out=buf[: rows.shape[0]])
-        np.einsum("ij,ij->i", Xb, Xb, out=out[start : start + step])
+    buf = pooled_empty("sq_norms", (step, X.shape[1]), X.dtype)
+    for sl in row_blocks(n_samples, step):
+        Xb = np.subtract(X[sl], offset, out=buf[: sl.stop - sl.start])
+        np.einsum("ij,ij->i", Xb, Xb, out=out[sl])
     return out
 
 
