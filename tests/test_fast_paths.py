@@ -1,9 +1,9 @@
 """The engine's fast paths against its straightforward path and an oracle.
 
 ``statistics`` takes the route ``statistics_route`` names (softmax:
-``_block_stats``, one GEMM against centres scaled by ``1 / T``, far scores
-skipped, normalisation folded into the weights; entmax-1.5: one-hot blocks
-as Lloyd statistics). ``route="general"`` forces the straightforward path
+``block_stats.softmax_stats``, one GEMM against centres scaled by ``1 / T``,
+far scores skipped, normalisation folded into the weights; entmax-1.5:
+one-hot blocks as Lloyd statistics). ``route="general"`` forces the straightforward path
 (unscaled distances, every score exponentiated, normalised responsibilities),
 so the two can be compared on the same inputs; the oracle of
 ``tests/_rbf_oracle.py`` (explicit differences, float64 logsumexp) is the
@@ -322,14 +322,14 @@ def test_hard_blocks_taken_only_when_every_row_is_one_hot(monkeypatch):
     import skrbfkmeans._engine.passes as engine
 
     taken = []
-    original = engine._hard_stats
+    original = engine.hard_stats
 
     def spy(*args):
         result = original(*args)
         taken.append(result is not None)
         return result
 
-    monkeypatch.setattr(engine, "_hard_stats", spy)
+    monkeypatch.setattr(engine, "hard_stats", spy)
     C = np.array([[0.0, 0.0], [4.0, 0.0]])
     X = np.array([[0.1, 0.0], [3.9, 0.0], [-1.0, 0.5]])
     # No centring, so that the tie below is exact in floating point.
@@ -383,14 +383,14 @@ def test_second_moments_match_explicit_sums(d, sigma, sparse, global_random_seed
 )
 def test_statistics_route_names(activation, prior, inertia, route, monkeypatch):
     # Check that the named route is the one statistics takes: the softmax
-    # route runs _softmax_stats exactly when it is named.
+    # route runs _scaled_softmax_block exactly when it is named.
     import skrbfkmeans._engine.passes as engine
 
     assert statistics_route(activation, prior=prior, inertia=inertia) == route
     calls = []
-    real = engine._softmax_stats
+    real = engine._scaled_softmax_block
     monkeypatch.setattr(
-        engine, "_softmax_stats", lambda *a: calls.append(1) or real(*a)
+        engine, "_scaled_softmax_block", lambda *a: calls.append(1) or real(*a)
     )
     rng = np.random.default_rng(0)
     X, C = rng.standard_normal((50, 2)), rng.standard_normal((2, 2))

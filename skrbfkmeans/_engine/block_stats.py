@@ -1,97 +1,66 @@
-"""Fast routes for the sufficient statistics (``_engine.statistics``).
+"""Sums of one block on the statistics' fast routes, and its second moments.
 
-``_engine``'s general pass computes every quantity a caller may ask for on
-one straightforward route (distances, shifted scores, responsibilities,
-products). When only ``N``, ``S`` (and the hard inertia) are needed, these
-routes give the same sums to rounding with less work: softmax scores from
-one GEMM with the far scores skipped (``_softmax_stats``), entmax-1.5 blocks
-of one-hot rows as Lloyd statistics (``_hard_stats``), and second moments
-without materialising outer products where ``d`` is large
-(``_accumulate_moments``). tests/test_fast_paths.py compares each with the
-straightforward route and with explicit sums.
+The general route (``passes``) computes every quantity a caller may ask for
+from a block's responsibilities. When only ``N``, ``S`` (and the hard
+inertia) are needed, these kernels give the same sums to rounding with less
+work: softmax scores from one GEMM with the far scores skipped
+(``softmax_stats``), entmax-1.5 blocks of one-hot rows as Lloyd statistics
+(``hard_stats``); and second moments without materialising outer products
+where ``d`` is large (``accumulate_moments``). tests/test_fast_paths.py
+compares each with the general route and with explicit sums.
 """
 
 import numpy as np
 import scipy.sparse as sp
 
 from .blas import matmul
-from .blocks import (
-    augmented_block,
-    centred_block,
-    far_cut,
-    scaled_scores,
-    softmax_weights,
-)
+from .blocks import far_cut, softmax_weights
 from .partition import block_rows, row_blocks
 
 # Up to this fraction of near scores a block is gathered (sparse route).
 _SPARSE_EXP_DENSITY = 0.4
 
 
-def _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia):
-    """Run the "scaled-softmax" route of ``statistics``: ``(N, S, inertia)``.
+def softmax_stats(Xb, wb, Z, z_max, sc, buf):
+    """``N`` and ``S`` of a block from its scaled softmax scores (float64).
 
-    The hard inertia is computed only with ``inertia`` (no prior: the
-    largest score gives the nearest distance), else 0.0 is returned.
+    ``Xb`` holds the block's centred rows (CSR) or its ``augmented_block``,
+    ``Z`` and ``z_max`` its scores and their row maxima (``scaled_scores``
+    against ``sc``); both are spoilt.
 
-    Per block: one GEMM for the scores, then one ``exp`` per *near* score
-    (within ``log(2 k / eps)`` of the row's maximum; the others weigh less
-    than half an ulp of the row sum). When near scores are a minority they
-    are gathered into a sparse ``k x b`` matrix of weights ``w_i P_ij / Z_i``
-    and ``S`` is one sparse product (a one-hot row costs one entry, no
-    ``b x k`` product and no ``exp`` beyond its maximum); otherwise the
-    block takes the dense route with the normalisation folded into the
-    sample weights ``v_i = w_i / Z_i``: ``N = v P``, ``S = P^T (v X)``.
-    Each block decides for itself, so the sums are the same whatever the
-    number of threads.
+    One ``exp`` per *near* score (within ``log(2 k / eps)`` of the row's
+    maximum; the others weigh less than half an ulp of the row sum). When
+    near scores are a minority they are gathered into a sparse ``k x b``
+    matrix of weights ``w_i P_ij / Z_i`` and ``S`` is one sparse product (a
+    one-hot row costs one entry, no ``b x k`` product and no ``exp`` beyond
+    its maximum); otherwise the block takes the dense route with the
+    normalisation folded into the sample weights ``v_i = w_i / Z_i``: ``N =
+    v P``, ``S = P^T (v X)``. Each block decides for itself, so the sums are
+    the same whatever the number of threads.
     """
-    n_clusters, n_features = sc.A.shape[1], X.shape[1]
-    cut = far_cut(n_clusters, sc.A.dtype)
-    sparse = sp.issparse(X)
-    offset = plan.offset
-
-    def block(sl, buf):
-        # Dense rows carry a column of ones: the bias comes with the scores'
-        # GEMM and N with S's product (its last column).
-        Xb = (
-            centred_block(X, sl, offset, buf)
-            if sparse
-            else augmented_block(X, sl, offset, buf)
-        )
-        wb = sample_weight[sl]
-        b = wb.shape[0]
-        Z, z_max = scaled_scores(Xb, sc, buf)
-        block_inertia = 0.0
-        if inertia:
-            # Without a prior the largest score is -min_j e_ij / T.
-            block_inertia = float(matmul(wb, np.maximum(x_sq[sl] - T * z_max, 0.0)))
-        N, S = np.zeros(n_clusters), np.zeros((n_clusters, n_features))
-        clamp = near = None
-        if not sparse:
-            # ">=": the maximum is near even where z_max - cut rounds to z_max.
-            near = np.greater_equal(Z, (z_max - cut)[:, None], out=buf.near[:b])
-            n_near = np.count_nonzero(near)
-            if n_near <= _SPARSE_EXP_DENSITY * near.size:
-                _sparse_stats(Xb, wb, Z, z_max, near, N, S)
-                return N, S, block_inertia
-            clamp = n_near < near.size
-        P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead, near=near)
-        v = wb / Zsum
-        if sparse:
-            N += matmul(v, P)
-            P *= v[:, None]
-            S += (Xb.T @ P).T
-        else:
-            Xb *= v[:, None]
-            _add_augmented(matmul(P.T, Xb), N, S)
-        return N, S, block_inertia
-
-    N, S, total_inertia = np.zeros(n_clusters), np.zeros((n_clusters, n_features)), 0.0
-    for N_b, S_b, inertia_b in plan.map(block, distances=False):
-        N += N_b
-        S += S_b
-        total_inertia += inertia_b
-    return N, S, total_inertia
+    b, n_clusters = Z.shape
+    sparse = sp.issparse(Xb)
+    N, S = np.zeros(n_clusters), np.zeros((n_clusters, sc.A.shape[0]))
+    clamp = near = None
+    if not sparse:
+        # ">=": the maximum is near even where z_max - cut rounds to z_max.
+        cut = far_cut(n_clusters, Z.dtype)
+        near = np.greater_equal(Z, (z_max - cut)[:, None], out=buf.near[:b])
+        n_near = np.count_nonzero(near)
+        if n_near <= _SPARSE_EXP_DENSITY * near.size:
+            _sparse_stats(Xb, wb, Z, z_max, near, N, S)
+            return N, S
+        clamp = n_near < near.size
+    P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead, near=near)
+    v = wb / Zsum
+    if sparse:
+        N += matmul(v, P)
+        P *= v[:, None]
+        S += (Xb.T @ P).T
+    else:
+        Xb *= v[:, None]
+        _add_augmented(matmul(P.T, Xb), N, S)
+    return N, S
 
 
 def _add_augmented(SN, N, S):
@@ -117,11 +86,8 @@ def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
     _add_augmented(sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xa, N, S)
 
 
-def _hard_stats(Xb, wb, E, imin, e_min, window):
-    """Entmax-1.5 statistics of a block of one-hot rows, or None.
-
-    Returns ``(N, S, None)``, a block's part as ``_engine._Sums.add`` takes
-    it (no second moments), or None.
+def hard_stats(Xb, wb, E, imin, e_min, window):
+    """Entmax-1.5 statistics ``(N, S)`` of a block of one-hot rows, or None.
 
     A row is exactly one-hot when its nearest centre is its only candidate,
     ``e_ij - e_min < 2 T`` (``_split_one_hot``). Then ``N`` and ``S`` are
@@ -143,10 +109,10 @@ def _hard_stats(Xb, wb, E, imin, e_min, window):
     P = sp.csc_array((wb, imin, np.arange(b + 1)), shape=(k, b))
     S = P @ Xb
     S = S.toarray() if sp.issparse(S) else S
-    return N, S.astype(np.float64, copy=False), None
+    return N, S.astype(np.float64, copy=False)
 
 
-def _accumulate_moments(M, Xb, wb, R):
+def accumulate_moments(M, Xb, wb, R):
     """``M_j += sum_i w_i r_ij x_i x_i^T`` in float64.
 
     Few features: the outer products ``x_i x_i^T`` of a row sub-block

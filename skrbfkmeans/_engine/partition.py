@@ -18,7 +18,7 @@ engine passes (``blocks.BlockPlan``)   4 MiB of scores and rows,   even,
                                        sweep the scores            held
 ``passes.squared_norms``               1 MiB of centred rows
 second moments, within a block         1 MiB of outer products
-(``block_stats._accumulate_moments``)
+(``block_stats.accumulate_moments``)
 entmax maps (``entmax_rows._blocks``)  2**17 scores
 the certificate (``_certificate``)     8 MiB of differences
 =====================================  ==========================  ===========

@@ -1,13 +1,34 @@
-"""The RBF K-Means engine: block passes over the data.
+"""The RBF K-Means engine: named passes over the rows, block by block.
 
-Everything here takes arrays and scalars, never an estimator. A *pass* visits
-the rows in blocks (``_assign.block_rows``); each entry point names what it
-accumulates: ``statistics`` (``N_j = sum_i w_i r_ij`` and
-``S_j = sum_i w_i r_ij (x_i - offset)``, float64, with the hard inertia),
-``free_energy``, ``responsibilities``, ``gradients`` (with respect to ``X``)
-and ``moments``; ``labels_inertia`` and ``labels_margins`` are the hard
-passes. Nothing of size ``n_samples x n_clusters`` exists outside a block
-unless the caller asks for the responsibilities.
+Everything here takes arrays and scalars, never an estimator. A *pass* runs
+one block function over the rows (``BlockPlan.map``: blocks cut by
+``partition``'s rule, on the engine's threads) and adds what every block
+returns, a ``_Part``, into a ``_Sums`` in block order, so that every number
+of threads gives the same bytes. The passes:
+
+- ``statistics``: the E-step's ``N_j = sum_i w_i r_ij`` and ``S_j = sum_i
+  w_i r_ij (x_i - offset)`` (float64) with the hard inertia, on the route
+  ``statistics_route`` names;
+- ``free_energy`` (with the hard inertia); ``free_energy_moments`` (also
+  ``N``, ``S`` and the second moments ``M_j = sum_i w_i r_ij x x^T``, in
+  centred coordinates: what the annealing's split decision needs);
+  ``gradients`` (also ``N``, ``S`` and ``dF/dX``); ``moments``;
+  ``responsibilities``;
+- the hard passes ``labels_inertia`` and ``labels_margins``.
+
+The free energy is measured from its value for ``k`` coincident centres: per
+sample, softmax gives ``-T log(mean_j exp(-d_ij / T))`` and entmax-1.5
+``min_r <r, d_i> + T (H_max - H_1.5(r))``, both between the distance to the
+nearest centre and the mean distance (so finite at every width). A ``prior``
+(softmax only; probabilities over the centres) gives the mass-constrained
+responsibilities ``r_ij ~ p_j exp(-d_ij / T)`` and the free energy ``-T
+log(sum_j p_j exp(-d_ij / T))`` (the uniform prior is the case above).
+
+Nothing of size ``n_samples x n_clusters`` exists outside a block unless the
+caller asks for the responsibilities. Cost of a pass on the general route:
+two ``b x k x d`` products per block (distances and ``S``) and a few passes
+over the ``b x k`` scores (one ``exp`` for softmax; entmax needs no power for
+one-hot rows).
 """
 
 from typing import NamedTuple
@@ -16,14 +37,17 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blas import matmul, row_sums
-from .block_stats import _accumulate_moments, _hard_stats, _softmax_stats
+from .block_stats import accumulate_moments, hard_stats, softmax_stats
 from .blocks import (
     SWEEP_BLOCK_BYTES,
     BlockPlan,
     ScaledCenters,
+    augmented_block,
+    centred_block,
     centred_rows,
     pooled_empty,
     responsibilities_inplace,
+    scaled_scores,
     scores_inplace,
     temperature,
 )
@@ -46,6 +70,44 @@ class PassResult(NamedTuple):
     objective: float
     grad_X: np.ndarray
     moments: np.ndarray
+
+
+class _Part(NamedTuple):
+    """What one block adds to a pass's ``_Sums`` (``None``: nothing)."""
+
+    inertia: float = 0.0
+    objective: float = 0.0
+    N: np.ndarray = None
+    S: np.ndarray = None
+    M: np.ndarray = None
+
+
+class _Sums:
+    """What a pass adds up over its blocks.
+
+    ``N`` and ``S`` (with ``stats``) and the second moments ``M`` (with
+    ``moments``) are float64 arrays, ``None`` when not asked for; the hard
+    inertia and the objective start at 0.0.
+    """
+
+    def __init__(self, n_clusters, n_features, *, stats=False, moments=False):
+        d = n_features
+        self.N = np.zeros(n_clusters) if stats else None
+        self.S = np.zeros((n_clusters, d)) if stats else None
+        self.M = np.zeros((n_clusters, d, d)) if moments else None
+        self.inertia = self.objective = 0.0
+
+    def reduce(self, parts, grad_X=None):
+        """Add the blocks' parts in block order; return the ``PassResult``."""
+        for part in parts:
+            self.inertia += part.inertia
+            self.objective += part.objective
+            if part.N is not None:
+                self.N += part.N
+                self.S += part.S
+            if part.M is not None:
+                self.M += part.M
+        return PassResult(self.N, self.S, self.inertia, self.objective, grad_X, self.M)
 
 
 def column_mean_variance(X, sample_weight):
@@ -161,10 +223,65 @@ def statistics(
     takes ``statistics_route``'s route, ``"general"`` the general one.
     Returns a ``PassResult``.
     """
-    return _pass(
-        X, sample_weight, centers, sigma, activation, offset, x_sq,
-        prior=prior, inertia=inertia, route=route,
-    )  # fmt: skip
+    if route == "auto":
+        route = statistics_route(activation, prior=prior, inertia=inertia)
+    dtype, n_clusters = centers.dtype, centers.shape[0]
+    T, inv_T = temperature(sigma, dtype)
+    log_prior, _, bias = _prior_terms(prior, n_clusters, T, dtype)
+    plan = BlockPlan(X, centers, offset, activation)
+    sums = _Sums(n_clusters, X.shape[1], stats=True)
+    if route == "scaled-softmax":
+        block = _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia)
+        # None where scaled scores could overflow: the general route then.
+        if block is not None:
+            return sums.reduce(plan.map(block, distances=False))
+    # Entmax-1.5's candidates have d_ij - d_min < 2 T; beyond the dtype's
+    # range the window holds every centre.
+    window = 2.0 * T
+    hard = route == "one-hot-blocks" and window < float(np.finfo(dtype).max)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        wb = sample_weight[sl]
+        block_inertia = _hard_inertia(wb, x_sq[sl], e_min) if inertia else 0.0
+        # Blocks whose rows are all one-hot skip the threshold search.
+        sums_b = hard_stats(Xb, wb, E, imin, e_min, window) if hard else None
+        if sums_b is None:
+            R = _responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
+            sums_b = _block_sums(Xb, wb, R)
+        return _Part(block_inertia, 0.0, *sums_b)
+
+    return sums.reduce(plan.map(block))
+
+
+def _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia):
+    """Return the block function of the "scaled-softmax" route, or None.
+
+    None where the scaled scores could overflow (``sigma`` near 1e-300 of
+    the data's scale: ``ScaledCenters.usable``). Dense rows carry a column
+    of ones: the bias comes with the scores' GEMM and ``N`` with ``S``'s
+    product (its last column). Without a prior the largest score is ``-min_j
+    e_ij / T``, which gives the hard inertia. The sums: ``softmax_stats``.
+    """
+    X, offset = plan.X, plan.offset
+    x_sq_max = float(x_sq.max()) if X.shape[0] else 0.0
+    sc = ScaledCenters(plan.pc, T, log_prior, x_sq_max)
+    if not sc.usable:
+        return None
+    sparse = sp.issparse(X)
+
+    def block(sl, buf):
+        if sparse:
+            Xb = centred_block(X, sl, offset, buf)
+        else:
+            Xb = augmented_block(X, sl, offset, buf)
+        wb = sample_weight[sl]
+        Z, z_max = scaled_scores(Xb, sc, buf)
+        block_inertia = 0.0
+        if inertia:
+            block_inertia = float(matmul(wb, np.maximum(x_sq[sl] - T * z_max, 0.0)))
+        return _Part(block_inertia, 0.0, *softmax_stats(Xb, wb, Z, z_max, sc, buf))
+
+    return block
 
 
 def free_energy(
@@ -181,169 +298,240 @@ def free_energy(
 ):
     """Return the free energy (``PassResult.objective``) and the hard inertia.
 
-    ``with_statistics`` also accumulates ``N``, ``S`` and the second moments
-    (what the annealing's split decision needs) in the same pass.
+    ``with_statistics=True`` gives ``free_energy_moments``'s result.
     """
-    return _pass(
-        X, sample_weight, centers, sigma, activation, offset, x_sq,
-        stats=with_statistics, objective=True, moments=with_statistics,
-        prior=prior,
-    )  # fmt: skip
-
-
-def responsibilities(X, centers, sigma, activation, offset, x_sq, out):
-    """Write the responsibilities of every row into ``out``; returns ``out``."""
-    ones = np.ones(X.shape[0], dtype=out.dtype)
-    _pass(
-        X, ones, centers, sigma, activation, offset, x_sq,
-        stats=False, inertia=False, resp_out=out,
-    )  # fmt: skip
-    return out
-
-
-def gradients(X, sample_weight, centers, sigma, activation, offset, x_sq):
-    """Free energy, ``N``, ``S`` and ``dF/dX`` in one pass (``PassResult``)."""
-    return _pass(
-        X, sample_weight, centers, sigma, activation, offset, x_sq,
-        objective=True, grad_X=True,
-    )  # fmt: skip
-
-
-def moments(X, sample_weight, centers, sigma, activation, offset, x_sq):
-    """``N``, ``S`` and ``M_j = sum_i w_i r_ij x x^T`` (``PassResult``)."""
-    return _pass(
-        X, sample_weight, centers, sigma, activation, offset, x_sq, moments=True
-    )
-
-
-def _pass(
-    X,
-    sample_weight,
-    centers,
-    sigma,
-    activation,
-    offset,
-    x_sq,
-    *,
-    stats=True,
-    objective=False,
-    grad_X=False,
-    resp_out=None,
-    prior=None,
-    moments=False,
-    inertia=True,
-    route="auto",
-):
-    """One pass over ``X`` at width ``sigma``: the entry points above.
-
-    The free energy is measured from its value for ``k`` coincident centres:
-    per sample, softmax gives ``-T log(mean_j exp(-d_ij / T))`` and entmax-1.5
-    ``min_r <r, d_i> + T (H_max - H_1.5(r))``, both between the distance to
-    the nearest centre and the mean distance (so finite at every width).
-
-    ``prior`` (softmax only; probabilities over the centres) gives the
-    mass-constrained responsibilities ``r_ij ~ p_j exp(-d_ij / T)`` and the
-    free energy ``-T log(sum_j p_j exp(-d_ij / T))`` (the uniform prior is the
-    case above). ``moments`` accumulates ``M_j = sum_i w_i r_ij x x^T`` (float64,
-    centred coordinates) for the posterior covariances. ``inertia=False``
-    skips the hard inertia (reported as 0.0); a softmax pass with a prior
-    takes the fast route only then.
-
-    Statistics alone, with ``route="auto"``, take ``statistics_route``'s
-    route; they equal the general path to rounding.
-
-    Cost: two ``b x k x d`` products per block (distances and ``S``) and a few
-    passes over the ``b x k`` scores (one ``exp`` for softmax; entmax needs no
-    power for one-hot rows).
-    """
-    dtype = centers.dtype
-    n_clusters = centers.shape[0]
+    if with_statistics:
+        return free_energy_moments(
+            X, sample_weight, centers, sigma, activation, offset, x_sq, prior=prior
+        )
+    dtype, n_clusters = centers.dtype, centers.shape[0]
     T, inv_T = temperature(sigma, dtype)
-    sums = _Sums(X.shape, n_clusters, dtype, stats, grad_X, moments, resp_out)
-    # Nothing per sample is returned: responsibilities may drop entries below
-    # rounding (they only feed sums).
-    internal = not (grad_X or resp_out is not None)
-    sweeps = objective or moments or not internal
-    target = SWEEP_BLOCK_BYTES if sweeps else None
-    plan = BlockPlan(X, centers, offset, activation, target)
-    log_prior, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
-    fast = route == "auto" and internal and stats and not (objective or moments)
-    if fast and statistics_route(activation, prior=prior, inertia=inertia) == (
-        "scaled-softmax"
-    ):
-        args = (X, sample_weight, x_sq, plan, T, log_prior, inertia)
-        result = _scaled_softmax(*args)
-        if result is not None:
-            return result
-    # Entmax-1.5 statistics: blocks whose rows are all one-hot skip the
-    # threshold search (_hard_stats).
-    window = 2.0 * T  # candidates of entmax-1.5: d_ij - d_min < 2 T
-    hard = (
-        fast
-        and activation == "entmax15"
-        # Beyond the dtype's range the window holds every centre.
-        and window < float(np.finfo(dtype).max)
-    )
+    _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
 
     def block(sl, Xb, E, imin, e_min, buf):
-        """One block's (inertia, free energy, sums); rows ``sl`` of outputs."""
-        wb = sample_weight[sl]
-        b = wb.shape[0]
-        d_min = np.maximum(x_sq[sl] + e_min, 0.0)
-        block_inertia = float(matmul(wb, d_min)) if inertia else 0.0
-        if hard:
-            part = _hard_stats(Xb, wb, E, imin, e_min, window)
-            if part is not None:
-                return block_inertia, 0.0, part
-        if objective:
-            # D = d - d_min >= 0, kept for the objective and its bounds.
-            D = np.subtract(E, e_min[:, None], out=buf.D[:b])
-            np.maximum(D, 0.0, out=D)
-            d_mean = d_min + matmul(D, weights)
-            if activation == "softmax":
-                F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
-        if objective and activation == "softmax" and internal:
-            if not (stats or moments):
-                # The objective alone: no responsibilities needed.
-                return block_inertia, float(matmul(wb, np.clip(F, d_min, d_mean))), None
+        wb, b = sample_weight[sl], E.shape[0]
+        d_min, D, d_mean = _gaps(x_sq[sl], E, e_min, weights, buf)
+        if activation == "softmax":
+            # No responsibilities needed.
+            F, _ = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
+        else:
+            R = _responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
+            F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
+        return _Part(float(matmul(wb, d_min)), _energy(wb, F, d_min, d_mean))
+
+    plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
+    return _Sums(n_clusters, X.shape[1]).reduce(plan.map(block))
+
+
+def free_energy_moments(
+    X, sample_weight, centers, sigma, activation, offset, x_sq, *, prior=None
+):
+    """Free energy, hard inertia, ``N``, ``S`` and second moments in one pass.
+
+    What the annealing's split decision needs at one width; a
+    ``PassResult``.
+    """
+    dtype, n_clusters = centers.dtype, centers.shape[0]
+    T, inv_T = temperature(sigma, dtype)
+    _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        wb, b = sample_weight[sl], E.shape[0]
+        d_min, D, d_mean = _gaps(x_sq[sl], E, e_min, weights, buf)
+        if activation == "softmax":
+            F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
             # The objective's expm1 already holds exp(-D / T) - 1: the
             # responsibilities p_j exp(-D_ij / T) / sum follow without a
             # second exp (entries below half an ulp of the row's largest
-            # become 0, which the statistics do not see).
+            # become 0, which the sums do not see).
             R = np.add(Q, 1.0, out=E)
             R *= weights
             R /= row_sums(R, buf.ones)[:, None]
         else:
-            if prior is not None:
-                E += bias
-                imin = np.argmin(E, axis=1)
-                e_min = E[np.arange(b), imin]
-            U = scores_inplace(E, e_min, inv_T)
-            R = responsibilities_inplace(U, imin, activation, buf)
-        block_energy = 0.0
-        if objective:
-            if activation == "entmax15":
-                F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
-            # Rounding only: the exact value lies between these bounds.
-            block_energy = float(matmul(wb, np.clip(F, d_min, d_mean)))
-        return block_inertia, block_energy, sums.block(sl, Xb, wb, R, plan.pc.C)
+            R = _responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
+            F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
+        energy = _energy(wb, F, d_min, d_mean)
+        M = _block_moments(Xb, wb, R)
+        return _Part(float(matmul(wb, d_min)), energy, *_block_sums(Xb, wb, R), M)
 
-    total_inertia = free_energy = 0.0
-    for block_inertia, block_energy, part in plan.map(block):
-        total_inertia += block_inertia
-        free_energy += block_energy
-        sums.add(part)
-    return PassResult(sums.N, sums.S, total_inertia, free_energy, sums.G, sums.M)
+    plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
+    sums = _Sums(n_clusters, X.shape[1], stats=True, moments=True)
+    return sums.reduce(plan.map(block))
 
 
-def _scaled_softmax(X, sample_weight, x_sq, plan, T, log_prior, inertia):
-    """Run the "scaled-softmax" route; ``None`` where scaled scores overflow."""
-    x_sq_max = float(x_sq.max()) if X.shape[0] else 0.0
-    sc = ScaledCenters(plan.pc, T, log_prior, x_sq_max)
-    if not sc.usable:
-        return None
-    N, S, total_inertia = _softmax_stats(X, sample_weight, x_sq, sc, T, plan, inertia)
-    return PassResult(N, S, total_inertia, 0.0, None, None)
+def responsibilities(X, centers, sigma, activation, offset, x_sq, out):
+    """Write the responsibilities of every row into ``out``; returns ``out``.
+
+    ``x_sq`` is not used: the row constant ``||x_i||^2`` cancels in both
+    maps.
+    """
+    _, inv_T = temperature(sigma, centers.dtype)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        out[sl] = _responsibilities(E, imin, e_min, activation, inv_T, buf)
+
+    BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES).map(block)
+    return out
+
+
+def gradients(X, sample_weight, centers, sigma, activation, offset, x_sq):
+    """Free energy, hard inertia, ``N``, ``S`` and ``dF/dX`` in one pass.
+
+    Returns a ``PassResult``; ``grad_X`` is in the dtype of ``centers``.
+    """
+    dtype, n_clusters = centers.dtype, centers.shape[0]
+    T, inv_T = temperature(sigma, dtype)
+    _, weights, _ = _prior_terms(None, n_clusters, T, dtype)
+    plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
+    grad_X = np.empty(X.shape, dtype=dtype)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        wb, b = sample_weight[sl], E.shape[0]
+        d_min, D, d_mean = _gaps(x_sq[sl], E, e_min, weights, buf)
+        R = _responsibilities(E, imin, e_min, activation, inv_T, buf)
+        if activation == "softmax":
+            F, _ = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
+        else:
+            F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
+        energy = _energy(wb, F, d_min, d_mean)
+        _gradient_rows(grad_X[sl], Xb, wb, R, plan.pc.C)
+        return _Part(float(matmul(wb, d_min)), energy, *_block_sums(Xb, wb, R))
+
+    sums = _Sums(n_clusters, X.shape[1], stats=True)
+    return sums.reduce(plan.map(block), grad_X)
+
+
+def moments(X, sample_weight, centers, sigma, activation, offset, x_sq):
+    """``N``, ``S``, the hard inertia and the second moments (``PassResult``)."""
+    _, inv_T = temperature(sigma, centers.dtype)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        wb = sample_weight[sl]
+        block_inertia = _hard_inertia(wb, x_sq[sl], e_min)
+        R = _responsibilities(E, imin, e_min, activation, inv_T, buf)
+        M = _block_moments(Xb, wb, R)
+        return _Part(block_inertia, 0.0, *_block_sums(Xb, wb, R), M)
+
+    plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
+    sums = _Sums(centers.shape[0], X.shape[1], stats=True, moments=True)
+    return sums.reduce(plan.map(block))
+
+
+def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
+    """Nearest centre (int32) and the weighted hard inertia, block by block.
+
+    ``fit`` and ``predict`` both call this on the same arrays, so ``labels_``
+    equals ``predict(X)`` bit for bit.
+    """
+    if x_sq is None:
+        x_sq = squared_norms(X, offset)
+    labels = np.empty(X.shape[0], dtype=np.int32)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        labels[sl] = imin
+        return _Part(_hard_inertia(sample_weight[sl], x_sq[sl], e_min))
+
+    parts = BlockPlan(X, centers, offset).map(block)
+    return labels, _Sums(centers.shape[0], X.shape[1]).reduce(parts).inertia
+
+
+def labels_margins(X, centers, offset):
+    """Nearest centre, margin ``d_(2) - d_(1)`` and ``d_(1) - ||x||^2``.
+
+    The margin is computed from the same partial distances as the
+    responsibilities, so ``margin >= 4 sigma^2`` decides exactly as the
+    entmax-1.5 one-hot test does at width ``sigma`` (up to the rounding of
+    one multiplication by ``1 / T``). With one centre the margin is ``inf``.
+    The last array plus ``squared_norms(X, offset)`` is the squared distance
+    to the nearest centre.
+    """
+    n_samples, n_clusters = X.shape[0], centers.shape[0]
+    labels = np.empty(n_samples, dtype=np.int32)
+    margins = np.full(n_samples, np.inf)
+    nearest = np.empty(n_samples, dtype=centers.dtype)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        labels[sl] = imin
+        nearest[sl] = e_min
+        if n_clusters > 1:
+            two = np.partition(E, 1, axis=1)[:, :2]
+            margins[sl] = two[:, 1] - two[:, 0]
+
+    BlockPlan(X, centers, offset).map(block)
+    return labels, margins, nearest
+
+
+def m_step(N, S, centers, offset):
+    """Return the centres ``S_j / N_j + offset``; one with no mass stays put."""
+    new = centers.copy()
+    alive = N > 0
+    # The means of tiny data underflow: their values at working precision.
+    with np.errstate(under="ignore"):
+        new[alive] = S[alive] / N[alive, None] + offset
+    return new
+
+
+def _hard_inertia(wb, x_sq_b, e_min):
+    """Return a block's weighted distance to the nearest centres (from ``e_min``)."""
+    return float(matmul(wb, np.maximum(x_sq_b + e_min, 0.0)))
+
+
+def _responsibilities(E, imin, e_min, activation, inv_T, buf, bias=None):
+    """Return a block's responsibilities from its partial distances ``E``, in place.
+
+    ``bias`` (a prior's ``-T log p``) is added to ``E`` first.
+    """
+    if bias is not None:
+        E += bias
+        imin = np.argmin(E, axis=1)
+        e_min = E[np.arange(E.shape[0]), imin]
+    U = scores_inplace(E, e_min, inv_T)
+    return responsibilities_inplace(U, imin, activation, buf)
+
+
+def _gaps(x_sq_b, E, e_min, weights, buf):
+    """Return a block's nearest distances, gaps ``D = d - d_min`` and mean distances.
+
+    ``D`` (in ``buf.D``) is kept for the objective and its bounds; the mean
+    distance is under ``weights`` (the prior's, uniform without one).
+    """
+    d_min = np.maximum(x_sq_b + e_min, 0.0)
+    D = np.subtract(E, e_min[:, None], out=buf.D[: E.shape[0]])
+    np.maximum(D, 0.0, out=D)
+    return d_min, D, d_min + matmul(D, weights)
+
+
+def _energy(wb, F, d_min, d_mean):
+    """Return a block's weighted free energy from its per-row values ``F``.
+
+    Beyond the bounds only by rounding: the exact value lies between them.
+    """
+    return float(matmul(wb, np.clip(F, d_min, d_mean)))
+
+
+def _block_sums(Xb, wb, R):
+    """``N = w R`` and ``S = R^T (w Xb)`` of a block; ``Xb`` (or ``R``) is scratch."""
+    N = matmul(wb, R)
+    if sp.issparse(Xb):
+        R *= wb[:, None]
+        return N, (Xb.T @ R).T
+    Xb *= wb[:, None]
+    return N, matmul(R.T, Xb)
+
+
+def _block_moments(Xb, wb, R):
+    """Return a block's second moments ``sum_i w_i r_ij x_i x_i^T`` (float64)."""
+    d = Xb.shape[1]
+    M = np.zeros((R.shape[1], d, d))
+    accumulate_moments(M, Xb, wb, R)
+    return M
+
+
+def _gradient_rows(G, Xb, wb, R, C):
+    """``dF/dx_i = 2 w_i (x_i - sum_j r_ij mu_j)`` into ``G``, centred coordinates."""
+    G[...] = Xb.toarray() if sp.issparse(Xb) else Xb
+    G -= matmul(R, C)
+    G *= 2.0 * wb[:, None]
 
 
 def _prior_terms(prior, n_clusters, T, dtype):
@@ -400,116 +588,3 @@ def _entmax_energy(R, D, d_min, T, W, ones):
         gap += (4.0 / 3.0) * row_sums(W2, ones)
         gap[R.max(axis=1) == 1.0] = (4.0 / 3.0) * (1.0 - c)
         return d_min + np.einsum("ij,ij->i", R, D) + T * gap
-
-
-class _Sums:
-    """What a general pass accumulates from each block's responsibilities.
-
-    Arrays not asked for are ``None``: the statistics ``N``, ``S``, the
-    gradient ``G`` with respect to ``X``, the second moments ``M``, and the
-    caller's ``resp_out``.
-    """
-
-    def __init__(self, shape, n_clusters, dtype, stats, grad_X, moments, resp_out):
-        n_samples, d = shape
-        self.N = np.zeros(n_clusters) if stats else None
-        self.S = np.zeros((n_clusters, d)) if stats else None
-        self.G = np.empty((n_samples, d), dtype=dtype) if grad_X else None
-        self.M = np.zeros((n_clusters, d, d)) if moments else None
-        self.resp_out = resp_out
-
-    def block(self, sl, Xb, wb, R, C):
-        """One block's ``(N, S, M)`` (``None`` if not asked for); rows ``sl``.
-
-        Rows ``Xb`` (weights ``wb``, responsibilities ``R``) of block ``sl``
-        write their rows of the responsibilities and the gradient; ``C``
-        holds the centred centres; ``Xb`` and ``R`` are scratch.
-        """
-        if self.resp_out is not None:
-            self.resp_out[sl] = R
-        if self.G is not None:
-            # dF/dx_i = 2 w_i (x_i - sum_j r_ij mu_j), in centred coordinates.
-            Gb = self.G[sl]
-            Gb[...] = Xb.toarray() if sp.issparse(Xb) else Xb
-            Gb -= matmul(R, C)
-            Gb *= 2.0 * wb[:, None]
-        M = N = S = None
-        if self.M is not None:
-            M = np.zeros_like(self.M)
-            _accumulate_moments(M, Xb, wb, R)
-        if self.N is not None:
-            N = matmul(wb, R)
-            if sp.issparse(Xb):
-                R *= wb[:, None]
-                S = (Xb.T @ R).T
-            else:
-                Xb *= wb[:, None]
-                S = matmul(R.T, Xb)
-        return N, S, M
-
-    def add(self, part):
-        """Add one block's ``(N, S, M)`` (in block order)."""
-        if part is None:
-            return
-        N, S, M = part
-        if N is not None:
-            self.N += N
-            self.S += S
-        if M is not None:
-            self.M += M
-
-
-def m_step(N, S, centers, offset):
-    """Return the centres ``S_j / N_j + offset``; one with no mass stays put."""
-    new = centers.copy()
-    alive = N > 0
-    # The means of tiny data underflow: their values at working precision.
-    with np.errstate(under="ignore"):
-        new[alive] = S[alive] / N[alive, None] + offset
-    return new
-
-
-def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
-    """Nearest centre (int32) and the weighted hard inertia, block by block.
-
-    ``fit`` and ``predict`` both call this on the same arrays, so ``labels_``
-    equals ``predict(X)`` bit for bit.
-    """
-    if x_sq is None:
-        x_sq = squared_norms(X, offset)
-    labels = np.empty(X.shape[0], dtype=np.int32)
-
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        return float(matmul(sample_weight[sl], np.maximum(x_sq[sl] + e_min, 0.0)))
-
-    inertia = 0.0
-    for block_inertia in BlockPlan(X, centers, offset).map(block):
-        inertia += block_inertia
-    return labels, inertia
-
-
-def labels_margins(X, centers, offset):
-    """Nearest centre, margin ``d_(2) - d_(1)`` and ``d_(1) - ||x||^2``.
-
-    The margin is computed from the same partial distances as the
-    responsibilities, so ``margin >= 4 sigma^2`` decides exactly as the
-    entmax-1.5 one-hot test does at width ``sigma`` (up to the rounding of
-    one multiplication by ``1 / T``). With one centre the margin is ``inf``.
-    The last array plus ``squared_norms(X, offset)`` is the squared distance
-    to the nearest centre.
-    """
-    n_samples, n_clusters = X.shape[0], centers.shape[0]
-    labels = np.empty(n_samples, dtype=np.int32)
-    margins = np.full(n_samples, np.inf)
-    nearest = np.empty(n_samples, dtype=centers.dtype)
-
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        nearest[sl] = e_min
-        if n_clusters > 1:
-            two = np.partition(E, 1, axis=1)[:, :2]
-            margins[sl] = two[:, 1] - two[:, 0]
-
-    BlockPlan(X, centers, offset).map(block)
-    return labels, margins, nearest

@@ -67,7 +67,7 @@ def map_blocks(func, items, max_threads=None):
     # annealing fit on 20000 rows in two blocks ran 10% slower on two).
     n_threads = min(engine_threads(), len(items) // 2, max_threads or len(items))
     if n_threads <= 1:
-        return [func(item) for item in items]
+        return list(map(func, items))
     context = contextvars.copy_context()
     return list(
         _pool(n_threads).map(lambda item: context.copy().run(func, item), items)
