@@ -8,6 +8,10 @@ client is active) and adds the per-block results in a tree of fan-in
 ``k x (d + 1)`` statistics to the driver, which runs the M-step and sends the
 new (small) centres with the next pass. ``X`` is never gathered.
 
+Every ``compute`` reads each chunk in one task (the chunk has one consumer
+in the graph), so a worker holds a few chunks at a time whatever the number
+of rows.
+
 dask is imported only when a dask collection arrives (``is_dask_collection``
 decides from the type's module name): importing the package never imports it.
 """
@@ -251,10 +255,28 @@ def _magnitude_block(Xb, wb, offset):
     return centred_magnitude(np.asarray(Xb), offset)
 
 
-def _variance_block(Xb, wb, offset):
-    """``sum_i w_i (x_i - offset)^2`` per feature, in float64."""
+def _sample_block(Xb, wb, rows, offset=None):
+    """Return a block's sampled rows, their weights and its weighted variance.
+
+    ``rows`` are the block's row indices to keep (``None``: all of them).
+    With an ``offset``, first ``sum_i w_i (x_i - offset)^2`` per feature, in
+    float64, over every row of the block: the sample and the variance read
+    the block in one task.
+    """
+    Xb = np.asarray(Xb)
+    Xs, ws = (Xb, wb) if rows is None else (Xb[rows], wb[rows])
+    if offset is None:
+        return Xs, ws
     D = np.asarray(Xb, dtype=np.float64) - offset
-    return (wb.astype(np.float64) @ (D * D),)
+    return wb.astype(np.float64) @ (D * D), Xs, ws
+
+
+def _combine_sample(*parts):
+    """Join the samples of consecutive blocks: rows in order, variances added."""
+    rows = tuple(np.concatenate(items) for items in zip(*(p[-2:] for p in parts)))
+    if len(parts[0]) == 2:
+        return rows
+    return (_add(*((p[0],) for p in parts))[0], *rows)
 
 
 @one_blas_thread
@@ -352,8 +374,11 @@ class DaskRows:
         self.X, self.w = X, w
         self.dtype = X.dtype
         self.n_samples, self.n_features = X.shape
-        # The delayed blocks are built once and reused by every pass.
+        # The delayed blocks are built once and reused by every pass, with
+        # the index of each one's first row.
         self._blocks = nonempty_blocks(X, w)
+        starts = np.cumsum((0,) + X.chunks[0][:-1])
+        self._starts = starts[np.array(X.chunks[0]) > 0]
         summary = self.reduce(_summary_block)
         total, colsum, n_nan_X, n_inf_X, n_nan, n_inf, n_neg = summary
         if n_nan_X or n_inf_X:
@@ -390,6 +415,8 @@ class DaskRows:
 
         The arguments (centres, offset) enter the graph once and are shared by
         every block. With ``compute=False`` the delayed result is returned.
+        Each block is read by its own task only: a worker holds a few blocks
+        at a time.
         """
         dask = self.dask
         args = [dask.delayed(a) if isinstance(a, np.ndarray) else a for a in args]
@@ -398,26 +425,43 @@ class DaskRows:
         total = _tree(dask, parts, combine)
         return dask.compute(total)[0] if compute else total
 
+    def _block_rows(self, idx):
+        """Split sorted row indices ``idx`` into each block's own (local) indices."""
+        ends = np.append(self._starts[1:], self.n_samples)
+        cuts = np.searchsorted(idx, ends)
+        return [
+            part - start for part, start in zip(np.split(idx, cuts[:-1]), self._starts)
+        ]
+
     def sample(self, n_sample, random_state, *, variance=False):
         """Draw a uniform sample of rows (all rows, in order, if ``n_sample >= n``).
 
         Returns the rows and their weights in memory, and with ``variance``
         the mean over features of the weighted variance (for the tolerance),
-        all from one ``compute``. Sorted row indices keep each block's rows
-        together.
+        all from one ``compute`` in which one task per block takes its rows
+        and adds its variance: each block is read once, by one task (the
+        blocks without sampled rows are not read without ``variance``).
+        Sorted row indices keep each block's rows together.
         """
         if n_sample >= self.n_samples:
-            Xs, ws = self.X, self.w
+            picks = [None] * len(self._blocks)
         else:
             idx = _sample_indices(self.n_samples, n_sample, random_state)
-            Xs, ws = self.X[idx], self.w[idx]
+            picks = self._block_rows(idx)
+        take = self.dask.delayed(_sample_block, pure=True)
         if variance:
-            var = self.reduce(_variance_block, self.offset, compute=False)
-            var, Xs, ws = self.dask.compute(var, Xs, ws)
-            mean_var = max(float(np.mean(var[0] / self.total_weight)), 0.0)
+            offset = self.dask.delayed(self.offset)
+            parts = [take(*b, p, offset) for b, p in zip(self._blocks, picks)]
         else:
-            Xs, ws = self.dask.compute(Xs, ws)
-            mean_var = None
+            parts = [
+                take(*b, p) for b, p in zip(self._blocks, picks) if p is None or p.size
+            ]
+        result = self.dask.compute(_tree(self.dask, parts, _combine_sample))[0]
+        if variance:
+            var, Xs, ws = result
+            mean_var = max(float(np.mean(var / self.total_weight)), 0.0)
+        else:
+            (Xs, ws), mean_var = result, None
         if not ws.any():
             raise ValueError(
                 f"The {ws.size} sampled rows all have weight zero; sample more "
