@@ -10,7 +10,8 @@ new (small) centres with the next pass. ``X`` is never gathered.
 
 Every ``compute`` reads each chunk in one task (the chunk has one consumer
 in the graph), so a worker holds a few chunks at a time whatever the number
-of rows.
+of rows; the setup of a fit reads the data twice: the summary (weights,
+column sums and extremes, bad values) and the sample (with the variance).
 
 dask is imported only when a dask collection arrives (``is_dask_collection``
 decides from the type's module name): importing the package never imports it.
@@ -222,20 +223,23 @@ def _minimum(*parts):
     return min(parts)
 
 
-def _maximum(*parts):
-    return max(parts)
-
-
 def _all(*parts):
     return all(parts)
 
 
-def _summary_block(Xb, wb):
-    """Total weight, weighted column sums (float64), bad-value counts.
+# The sums of the summary (``_add``), then the extremes and the blocks' weights.
+_N_SUMS = 7
 
-    The counts are of NaN and infinite values of ``X``, and of NaN, infinite
-    and negative weights, each kind apart: the error names the kind, as the
-    NumPy path's does.
+
+def _summary_block(Xb, wb):
+    """Return the sums, column extremes and weight of a block (the summary).
+
+    The sums are the total weight, the weighted column sums (float64) and
+    the counts of NaN and infinite values of ``X`` and of NaN, infinite and
+    negative weights, each kind apart (the error names the kind, as the
+    NumPy path's does). Then the column maxima and minima, from which
+    ``max |x - offset|`` follows once the offset is known, and the block's
+    weight as ``weight_sample`` cumulates it.
     """
     Xb = np.asarray(Xb)
     w64 = wb.astype(np.float64)
@@ -247,12 +251,19 @@ def _summary_block(Xb, wb):
         int(np.isnan(wb).sum()),
         int(np.isinf(wb).sum()),
         int((wb < 0).sum()),
+        Xb.max(axis=0),
+        Xb.min(axis=0),
+        (_weight_total(wb),),
     )
 
 
-def _magnitude_block(Xb, wb, offset):
-    """``max |x - offset|`` over the block (``_scaling.centred_magnitude``)."""
-    return centred_magnitude(np.asarray(Xb), offset)
+def _combine_summary(*parts):
+    """Join the summaries of consecutive blocks: sums, extremes, block weights."""
+    sums = _add(*(p[:_N_SUMS] for p in parts))
+    high = np.max([p[_N_SUMS] for p in parts], axis=0)
+    low = np.min([p[_N_SUMS + 1] for p in parts], axis=0)
+    weights = sum((p[_N_SUMS + 2] for p in parts), start=())
+    return (*sums, high, low, weights)
 
 
 def _sample_block(Xb, wb, rows, offset=None):
@@ -355,10 +366,13 @@ def _tree(dask, parts, combine):
 class DaskRows:
     """Validated dask rows and weights of a fit, with reductions over blocks.
 
-    Construction runs one ``compute``: the total weight, the weighted column
-    sums (the centring offset, float64 then cast to the dtype of ``X``) and
-    the counts of non-finite values and of NaN, infinite and negative
-    weights, which raise the ``ValueError`` the NumPy path raises.
+    Construction runs one ``compute``, one pass over the data: the total
+    weight, the weighted column sums (the centring offset, float64 then cast
+    to the dtype of ``X``), the counts of non-finite values and of NaN,
+    infinite and negative weights, which raise the ``ValueError`` the NumPy
+    path raises, the column extremes (the largest value about the offset,
+    which must leave the squared distances representable) and the weight of
+    each block (for ``weight_sample``).
     """
 
     # Dask rows are not rescaled: the fit works in the user's units.
@@ -379,8 +393,9 @@ class DaskRows:
         self._blocks = nonempty_blocks(X, w)
         starts = np.cumsum((0,) + X.chunks[0][:-1])
         self._starts = starts[np.array(X.chunks[0]) > 0]
-        summary = self.reduce(_summary_block)
-        total, colsum, n_nan_X, n_inf_X, n_nan, n_inf, n_neg = summary
+        summary = self.reduce(_summary_block, combine=_combine_summary)
+        total, colsum, n_nan_X, n_inf_X, n_nan, n_inf, n_neg = summary[:_N_SUMS]
+        high, low, block_weights = summary[_N_SUMS:]
         if n_nan_X or n_inf_X:
             raise_not_finite(self.dtype, n_nan_X > 0, estimator)
         # The messages and their order are sklearn's _check_sample_weight's.
@@ -396,10 +411,13 @@ class DaskRows:
         check_some_weight(total > 0)
         check_weight_total(total)
         self.total_weight = total
+        self._block_weights = np.array(block_weights)
         self.offset = (colsum / total).astype(self.dtype)
         # Dask rows are not rescaled (a scaled copy of every chunk would be
-        # a second graph): outside the working range, a clear error.
-        magnitude = self.reduce(_magnitude_block, self.offset, combine=_maximum)
+        # a second graph): outside the working range, a clear error. The
+        # column extremes give max |x - offset| exactly: x - offset rounds
+        # monotonically in x.
+        magnitude = centred_magnitude(np.stack([low, high]), self.offset)
         check_representable(X, self.offset, magnitude, total)
         if safe_scale(magnitude, self.dtype) != 1.0:
             raise ValueError(
@@ -472,15 +490,14 @@ class DaskRows:
     def weight_sample(self, n_units):
         """``_rows.weight_sample`` of the rows: ``(rows, counts)`` in memory.
 
-        The chunks' weights are cumulated from their totals (one
-        ``compute``), each point goes to the chunk whose weight holds it, and
-        each chunk draws its rows as the NumPy sample does (one ``compute``
-        for all chunks). Integer weights give the NumPy sample exactly;
-        other weights to the rounding of the cumulated sums.
+        The chunks' weights (from the summary) are cumulated, each point goes
+        to the chunk whose weight holds it, and each chunk draws its rows as
+        the NumPy sample does (one ``compute`` for all chunks). Integer
+        weights give the NumPy sample exactly; other weights to the rounding
+        of the cumulated sums.
         """
         dask = self.dask
-        total = dask.delayed(_weight_total, pure=True)
-        totals = np.array(dask.compute(*[total(wb) for _, wb in self._blocks]))
+        totals = self._block_weights
         ends = np.cumsum(totals)
         points = weight_points(ends[-1], n_units)
         # The chunks are drawn as rows are, by their weights; the points are

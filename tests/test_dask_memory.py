@@ -89,17 +89,53 @@ CASES = {
 }
 
 
+def passes_before_iterations(monkeypatch, rec):
+    """Record the passes made before the first iteration's ``stats`` pass."""
+    seen = []
+    stats = DaskRows.stats
+
+    def counted(rows, *args, **kwargs):
+        if not seen:
+            seen.append(rec.calls / N_CHUNKS)
+        return stats(rows, *args, **kwargs)
+
+    monkeypatch.setattr(DaskRows, "stats", counted)
+    return seen
+
+
 @pytest.mark.parametrize("name", CASES)
-def test_fit_reads_each_chunk_in_one_task(name):
+def test_fit_reads_each_chunk_in_one_task(monkeypatch, name):
     # More rows than the in-memory sample (10000), so that a sample is drawn.
     make, weighted = CASES[name]
     rec = Recorder()
     X, w = rec.data()
+    setup = passes_before_iterations(monkeypatch, rec)
     with dask.config.set(scheduler=rec.get):
-        make().fit(X, sample_weight=w if weighted else None)
+        est = make().fit(X, sample_weight=w if weighted else None)
     consumers = [input_consumers(g) for g in rec.graphs]
-    # No chunk waits in memory for a second consumer.
+    # No chunk waits in memory for a second consumer ...
     assert max(consumers) == 1, consumers
+    # ... and the setup reads the data at most twice.
+    assert setup and setup[0] <= 2
+    if name == "lloyd":
+        # Then one pass per iteration and the final pass.
+        assert rec.calls / N_CHUNKS == setup[0] + est.n_iter_ + 1
+
+
+def test_setup_passes_by_method():
+    # The summary is one pass; the sample and its variance one more; the
+    # weight sample takes the chunks' weights from the summary.
+    rec = Recorder()
+    X, w = rec.data()
+    with dask.config.set(scheduler=rec.get):
+        rows = DaskRows(RBFKMeans(3), X, w)
+        assert rec.calls == N_CHUNKS
+        rows.sample(5000, np.random.RandomState(0), variance=True)
+        assert rec.calls == 2 * N_CHUNKS
+        n_graphs = len(rec.graphs)
+        rows.weight_sample(5000)
+        assert rec.calls == 3 * N_CHUNKS
+        assert len(rec.graphs) == n_graphs + 1
 
 
 def test_sample_matches_indexing():
