@@ -1,7 +1,32 @@
-"""Time of one RBFKMeans EM iteration: NumPy in process vs dask on a cluster.
+"""Dask fits at scale: time, passes over the data and worker memory.
 
-One iteration is one pass of the block kernel over all rows (the E-step and
-the sufficient statistics) plus the M-step on the driver. Rows:
+Two tables, each on a ``LocalCluster`` of single-threaded worker processes
+that the script starts and closes (nothing external).
+
+**Fits** (``--table fit``): ``RBFKMeans(sigma=0)`` (Lloyd),
+``RBFKMeans()`` (softmax, ``sigma="auto"``) and ``AnnealedRBFKMeans()``
+fitted on ``--fit-k`` Gaussian blobs in 16-D, float32, generated lazily
+chunk by chunk inside the tasks (nothing persisted, nothing gathered), on 2
+workers, at each size of ``--fit-n``. Columns:
+
+- ``time``: the wall time of ``fit``;
+- ``passes``: chunks generated during the fit / chunks of ``X`` (every chunk
+  task counts its calls on its worker), then the same per phase:
+  ``setup`` (``DaskRows``'s construction and the in-memory sample),
+  ``iter`` (the iterations on every row), ``cert`` (the certificate:
+  ``min_margin``, ``explicit_check`` and the step at the certified width)
+  and ``final`` (the final pass);
+- ``cert %``: the certificate's share of the fit's time;
+- ``peak RSS / worker``: the largest resident set of each worker process
+  during the fit (sampled every 5 ms with psutil; the processes are the
+  same for every fit, collected and trimmed before each).
+
+Targets: the peak within 20% across sizes (workers whose memory does not
+grow with n) and a setup of at most 2 passes.
+
+**One EM iteration** (``--table iteration``): one pass of the block kernel
+over all rows (the E-step and the sufficient statistics) plus the M-step on
+the driver. Rows:
 
 - ``numpy``: ``statistics`` + ``m_step`` on an in-memory array, in this process.
 - ``dask, W worker(s)``: the same pass over a dask array persisted on a
@@ -15,12 +40,12 @@ the sufficient statistics) plus the M-step on the driver. Rows:
 The data are ``k`` Gaussian blobs of unit spread in a box of side 20,
 generated block by block from fixed seeds (the same rows everywhere);
 softmax at ``sigma=1`` from fixed centres. ``peak RSS / worker`` is the
-largest resident set of each worker process during the timed iterations
-(sampled every 5 ms with psutil), ``ratio`` the median time relative to the
-NumPy row of the same data. One BLAS thread everywhere; the runs compared
-alternate in rounds (medians of ``--repeat`` rounds after one warm-up), so
-other work on the machine falls on all of them: read the ratios, and the
-load average printed with the table.
+largest resident set of each worker process during the timed iterations,
+``ratio`` the median time relative to the NumPy row of the same data. One
+BLAS thread everywhere; the runs compared alternate in rounds (medians of
+``--repeat`` rounds after one warm-up), so other work on the machine falls
+on all of them: read the ratios, and the load average printed with the
+table.
 
 dask's workers start with ``MALLOC_TRIM_THRESHOLD_=65536``, which makes glibc
 map (and zero) every temporary array above 128 KiB afresh: with that variable
@@ -28,22 +53,29 @@ set, the same pass in one process took about 25% longer than without.
 ``--malloc heap`` raises the trim threshold and fixes the mmap threshold at
 32 MiB for the workers, to measure the difference.
 
-Run: ``python benchmarks/bench_scale.py [--n 1e7] [--n-memmap 3e7] [--k 32]
-[--repeat 3] [--chunk 250000] [--dir /tmp] [--malloc {dask,heap}]``.
+Run: ``python benchmarks/bench_scale.py [--table {fit,iteration,both}]
+[--fit-n 2e6,1e7,2e7] [--fit-k 16] [--fit-memory-limit 4GiB] [--n 1e7]
+[--n-memmap 3e7] [--k 32] [--repeat 3] [--chunk 250000] [--dir /tmp]
+[--malloc {dask,heap}] [--smoke]``; ``--smoke`` runs both tables on tiny
+sizes with workers that are threads of this process (a check that the script
+runs, in seconds; its memory and times mean nothing).
 """
 
 import argparse
+import ctypes
+import gc
 import os
 import statistics
 import sys
 import tempfile
 import time
-from contextlib import ExitStack, nullcontext
+import warnings
+from contextlib import ExitStack, contextmanager, nullcontext
 
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from skrbfkmeans import RBFKMeans
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 from skrbfkmeans._dask import DaskRows
 from skrbfkmeans._engine.passes import data_offset, m_step, squared_norms
 from skrbfkmeans._engine.passes import statistics as stats_pass
@@ -57,6 +89,10 @@ def distributed_wait(X):
 
 D = 16
 SIGMA = 1.0
+SMOKE = {
+    "n": 2e4, "n_memmap": 4e4, "chunk": 5000, "repeat": 1, "k": 4,
+    "fit_n": "2e4", "fit_k": 4,
+}  # fmt: skip
 
 
 def blob_centers(k, seed=0):
@@ -73,6 +109,15 @@ def blob_block(index, rows, centers):
 def _blob_task(centers, chunk, n, block_id=None):
     start = block_id[0] * chunk
     return blob_block(block_id[0], min(chunk, n - start), centers)
+
+
+def _counted_blob_task(centers, chunk, n, block_id=None):
+    # Each call is one chunk generated: the worker keeps the count.
+    from distributed import get_worker
+
+    worker = get_worker()
+    worker._bench_chunks = getattr(worker, "_bench_chunks", 0) + 1
+    return _blob_task(centers, chunk, n, block_id).astype(np.float32)
 
 
 def _load_task(path, chunk, n, block_id=None):
@@ -121,7 +166,7 @@ class DaskRun:
 
     def __init__(self, X, init):
         k = init.shape[0]
-        self.rows = DaskRows(RBFKMeans(n_clusters=k), X, None, k)
+        self.rows = DaskRows(RBFKMeans(n_clusters=k), X, None)
         self.centers = init
 
     def step(self):
@@ -152,16 +197,38 @@ def _read_rss(dask_worker):
     return dask_worker._bench_rss["peak"]
 
 
-def cluster(n_workers, memory_limit):
+def _fresh_worker(dask_worker):
+    """Collect, give freed memory back to the system, zero the chunk count."""
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+    dask_worker._bench_chunks = 0
+
+
+def _chunks_generated(dask_worker):
+    return getattr(dask_worker, "_bench_chunks", 0)
+
+
+def cluster(n_workers, memory_limit, processes=True):
+    """A ``LocalCluster`` of single-threaded workers and its client.
+
+    ``processes=False`` (``--smoke``) makes the workers threads of this
+    process: they start in a fraction of the time, but their memory is this
+    process's.
+    """
     from distributed import Client, LocalCluster
 
+    # Processes listen on the loopback; threads talk in process ("inproc").
+    host = {"host": "127.0.0.1"} if processes else {}
     lc = LocalCluster(
         n_workers=n_workers,
         threads_per_worker=1,
-        processes=True,
+        processes=processes,
         dashboard_address=None,
-        host="127.0.0.1",
         memory_limit=memory_limit,
+        **host,
     )
     return lc, Client(lc, set_as_default=False)
 
@@ -183,10 +250,245 @@ def rounds(runs, repeat):
     return {name: statistics.median(t) for name, t in times.items()}
 
 
-def main():
+# -- fits ---------------------------------------------------------------------
+
+PHASES = ("setup", "iter", "cert", "final")
+# The phase of each DaskRows method; ``stats`` after ``min_margin`` is the
+# certificate's step at the certified width.
+METHOD_PHASES = {
+    "__init__": "setup",
+    "sample": "setup",
+    "weight_sample": "setup",
+    "stats": "iter",
+    "min_margin": "cert",
+    "explicit_check": "cert",
+    "final": "final",
+}
+
+
+def fit_estimators(k):
+    return {
+        "RBFKMeans(sigma=0)": RBFKMeans(k, sigma=0, random_state=0),
+        "RBFKMeans() softmax": RBFKMeans(k, random_state=0),
+        "AnnealedRBFKMeans()": AnnealedRBFKMeans(k),
+    }
+
+
+class PhaseClock:
+    """Seconds and chunks generated in each phase of a dask fit.
+
+    Wraps ``DaskRows``'s methods (the driver's side of every pass) while
+    active; the chunk counts are read from the workers after each call.
+    """
+
+    def __init__(self, client):
+        self.client = client
+        self.seconds = dict.fromkeys(PHASES, 0.0)
+        self.chunks = dict.fromkeys(PHASES, 0)
+        self._certifying = False
+
+    def _generated(self):
+        return sum(self.client.run(_chunks_generated).values())
+
+    def _wrap(self, name, method):
+        def timed(rows, *args, **kwargs):
+            phase = METHOD_PHASES[name]
+            if name == "min_margin":
+                self._certifying = True
+            elif name == "final":
+                self._certifying = False
+            if phase == "iter" and self._certifying:
+                phase = "cert"
+            before = self._generated()
+            t0 = time.perf_counter()
+            try:
+                return method(rows, *args, **kwargs)
+            finally:
+                self.seconds[phase] += time.perf_counter() - t0
+                self.chunks[phase] += self._generated() - before
+
+        return timed
+
+    @contextmanager
+    def active(self):
+        saved = {name: getattr(DaskRows, name) for name in METHOD_PHASES}
+        try:
+            for name, method in saved.items():
+                setattr(DaskRows, name, self._wrap(name, method))
+            yield self
+        finally:
+            for name, method in saved.items():
+                setattr(DaskRows, name, method)
+
+
+def lazy_blobs(n, chunk, centers):
+    """float32 blobs generated chunk by chunk in the tasks (nothing persisted)."""
     import dask.array as da
 
+    return da.map_blocks(
+        _counted_blob_task, centers, chunk, n, chunks=row_chunks(n, chunk),
+        dtype=np.float32,
+    )  # fmt: skip
+
+
+def measure_fit(client, est, X):
+    """One fit on the cluster: time, chunks generated (total, per phase), peak RSS."""
+    client.run(_fresh_worker)
+    client.run(_start_rss_monitor)
+    clock = PhaseClock(client)
+    with clock.active(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ConvergenceWarning at max_iter
+        t0 = time.perf_counter()
+        est.fit(X)
+        seconds = time.perf_counter() - t0
+    rss = sorted(client.run(_read_rss).values())
+    generated = sum(client.run(_chunks_generated).values())
+    return {
+        "time": seconds,
+        "passes": generated / X.numblocks[0],
+        "phases": {p: c / X.numblocks[0] for p, c in clock.chunks.items()},
+        "cert_share": clock.seconds["cert"] / seconds,
+        "rss": rss,
+        "n_iter": int(est.n_iter_),
+    }
+
+
+def fit_table(sizes, k, chunk, memory_limit, processes=True):
+    """Rows of the fit table: every estimator at every size, on one cluster."""
+    centers = blob_centers(k)
+    table = []
+    lc, client = cluster(2, memory_limit, processes)
+    with lc, client, client.as_current(), threadpool_limits(1):
+        for n in sizes:
+            X = lazy_blobs(n, chunk, centers)
+            for name, est in fit_estimators(k).items():
+                row = measure_fit(client, est, X)
+                table.append((name, n, row))
+                print(f"{name} {n:.0e}: {row['time']:.1f}s", file=sys.stderr)
+    return table
+
+
+def print_fit_table(table, k, chunk, memory_limit):
+    print(
+        f"Dask fits (k={k} blobs, d={D}, float32 generated lazily in chunks of "
+        f"{chunk} rows; 2 single-threaded workers, {memory_limit} each)."
+    )
+    phases = " ".join(f"{p:>5}" for p in PHASES)
+    print(
+        f"{'estimator':<21} {'rows':>6} {'time s':>7} {'n_iter':>6} "
+        f"{'passes':>6} {phases} {'cert %':>6}  peak RSS / worker"
+    )
+    for name, n, row in table:
+        per_phase = " ".join(f"{row['phases'][p]:5.1f}" for p in PHASES)
+        mem = ", ".join(f"{r / 2**20:.0f}" for r in row["rss"])
+        print(
+            f"{name:<21} {n:6.0e} {row['time']:7.1f} {row['n_iter']:6d} "
+            f"{row['passes']:6.1f} {per_phase} {100 * row['cert_share']:6.1f}  "
+            f"{mem} MiB"
+        )
+    print(
+        "passes: chunks generated / chunks; cert %: the certificate's share of "
+        "the fit's time."
+    )
+
+
+# -- one EM iteration ------------------------------------------------------------
+
+
+def iteration_table(n, n_mm, k, chunk, repeat, memory_limit, directory, processes=True):
+    """Rows of the iteration table: in memory, persisted, streamed from a file."""
+    import dask.array as da
+
+    centers = blob_centers(k)
+    init = centers + np.random.RandomState(1).standard_normal(centers.shape)
+    table = []
+
+    with threadpool_limits(1), ExitStack() as stack:
+        # In memory: NumPy here, the same rows persisted on 1 and 2 workers.
+        runs = {"numpy": (NumpyRun(numpy_data(n, chunk, centers), init), None)}
+        clients = {}
+        for n_workers in (1, 2):
+            lc, client = cluster(n_workers, "16GiB", processes)
+            stack.enter_context(lc)
+            stack.enter_context(client)
+            with client.as_current():
+                X = da.map_blocks(
+                    _blob_task, centers, chunk, n, chunks=row_chunks(n, chunk),
+                    dtype=np.float64,
+                ).persist()  # fmt: skip
+                distributed_wait(X)
+                name = f"dask, {n_workers} worker(s)"
+                runs[name] = (DaskRun(X, init), client)
+            client.run(_start_rss_monitor)
+            clients[name] = client
+        medians = rounds(runs, repeat)
+        for name, t in medians.items():
+            rss = None
+            if name in clients:
+                rss = sorted(clients[name].run(_read_rss).values())
+            table.append((name, f"{n:.0e} x {D}", t, rss, medians["numpy"]))
+        del runs
+        stack.close()
+
+        # A file larger than each worker's memory limit, streamed block by
+        # block on 2 workers, against NumPy on the memory map in this process.
+        path = os.path.join(directory, "bench_scale_rows.npy")
+        mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
+                                       shape=(n_mm, D))  # fmt: skip
+        for i, start in enumerate(range(0, n_mm, chunk)):
+            rows = min(chunk, n_mm - start)
+            mm[start : start + rows] = blob_block(i, rows, centers)
+        mm.flush()
+        del mm
+        size = os.path.getsize(path)
+        try:
+            lc, client = cluster(2, memory_limit, processes)
+            stack.enter_context(lc)
+            stack.enter_context(client)
+            with client.as_current():
+                X = da.map_blocks(
+                    _load_task, path, chunk, n_mm, chunks=row_chunks(n_mm, chunk),
+                    dtype=np.float64,
+                )  # fmt: skip
+                dask_run = DaskRun(X, init)
+            client.run(_start_rss_monitor)
+            name = f"memmap, 2 workers ({memory_limit} each)"
+            runs = {
+                "numpy memmap": (NumpyRun(np.load(path, mmap_mode="r"), init), None),
+                name: (dask_run, client),
+            }
+            medians = rounds(runs, repeat)
+            rss = sorted(client.run(_read_rss).values())
+            for key, t in medians.items():
+                mem = rss if key == name else None
+                ref = medians["numpy memmap"]
+                table.append((key, f"{n_mm:.0e} x {D}", t, mem, ref))
+            del runs
+            stack.close()
+        finally:
+            os.remove(path)
+    return table, size
+
+
+def print_iteration_table(table, size, k, chunk, repeat, malloc):
+    print(
+        f"One EM iteration (softmax, k={k}, d={D}, float64, chunks of {chunk} "
+        f"rows); memmap file {size / 2**30:.2f} GiB; medians of {repeat} "
+        f"interleaved rounds; worker malloc: {malloc}."
+    )
+    print(f"{'run':<34} {'rows':>10} {'s/iter':>8} {'ratio':>6}  peak RSS / worker")
+    for name, shape, t, rss, ref in table:
+        mem = "" if rss is None else ", ".join(f"{r / 2**20:.0f} MiB" for r in rss)
+        print(f"{name:<34} {shape:>10} {t:8.3f} {t / ref:6.2f}  {mem}")
+    print("ratio: to the NumPy row of the same data.")
+
+
+def parse_args():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", choices=["fit", "iteration", "both"], default="both")
+    parser.add_argument("--fit-n", default="2e6,1e7,2e7", help="comma-separated")
+    parser.add_argument("--fit-k", type=int, default=16)
+    parser.add_argument("--fit-memory-limit", default="4GiB")
     parser.add_argument("--n", type=float, default=1e7)
     parser.add_argument("--n-memmap", type=float, default=3e7)
     parser.add_argument("--k", type=int, default=32)
@@ -202,7 +504,19 @@ def main():
         "trim and mmap thresholds of 128 and 32 MiB, so that the kernel's "
         "temporary arrays are reused from the heap instead of mapped afresh",
     )
+    parser.add_argument(
+        "--smoke", action="store_true", help="tiny sizes, one round (a check)"
+    )
     args = parser.parse_args()
+    if args.smoke:
+        for key, value in SMOKE.items():
+            setattr(args, key, value)
+
+    return args
+
+
+def main():
+    args = parse_args()
     if args.malloc == "heap":
         import dask
 
@@ -211,88 +525,24 @@ def main():
             env + "MALLOC_TRIM_THRESHOLD_": 2**27,
             env + "MALLOC_MMAP_THRESHOLD_": 2**25,
         })  # fmt: skip
-    n, n_mm, k, chunk = int(args.n), int(args.n_memmap), args.k, args.chunk
-    centers = blob_centers(k)
-    init = centers + np.random.RandomState(1).standard_normal(centers.shape)
-    table = []
-
-    with threadpool_limits(1), ExitStack() as stack:
-        # In memory: NumPy here, the same rows persisted on 1 and 2 workers.
-        runs = {"numpy": (NumpyRun(numpy_data(n, chunk, centers), init), None)}
-        clients = {}
-        for n_workers in (1, 2):
-            lc, client = cluster(n_workers, "16GiB")
-            stack.enter_context(lc)
-            stack.enter_context(client)
-            with client.as_current():
-                X = da.map_blocks(
-                    _blob_task, centers, chunk, n, chunks=row_chunks(n, chunk),
-                    dtype=np.float64,
-                ).persist()  # fmt: skip
-                distributed_wait(X)
-                name = f"dask, {n_workers} worker(s)"
-                runs[name] = (DaskRun(X, init), client)
-            client.run(_start_rss_monitor)
-            clients[name] = client
-        medians = rounds(runs, args.repeat)
-        for name, t in medians.items():
-            rss = None
-            if name in clients:
-                rss = sorted(clients[name].run(_read_rss).values())
-            table.append((name, f"{n:.0e} x {D}", t, rss, medians["numpy"]))
-        del runs
-        stack.close()
-
-        # A file larger than each worker's memory limit, streamed block by
-        # block on 2 workers, against NumPy on the memory map in this process.
-        path = os.path.join(args.dir, "bench_scale_rows.npy")
-        mm = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64,
-                                       shape=(n_mm, D))  # fmt: skip
-        for i, start in enumerate(range(0, n_mm, chunk)):
-            rows = min(chunk, n_mm - start)
-            mm[start : start + rows] = blob_block(i, rows, centers)
-        mm.flush()
-        del mm
-        size = os.path.getsize(path)
-        try:
-            lc, client = cluster(2, args.memory_limit)
-            stack.enter_context(lc)
-            stack.enter_context(client)
-            with client.as_current():
-                X = da.map_blocks(
-                    _load_task, path, chunk, n_mm, chunks=row_chunks(n_mm, chunk),
-                    dtype=np.float64,
-                )  # fmt: skip
-                dask_run = DaskRun(X, init)
-            client.run(_start_rss_monitor)
-            name = f"memmap, 2 workers ({args.memory_limit} each)"
-            runs = {
-                "numpy memmap": (NumpyRun(np.load(path, mmap_mode="r"), init), None),
-                name: (dask_run, client),
-            }
-            medians = rounds(runs, args.repeat)
-            rss = sorted(client.run(_read_rss).values())
-            for key, t in medians.items():
-                mem = rss if key == name else None
-                ref = medians["numpy memmap"]
-                table.append((key, f"{n_mm:.0e} x {D}", t, mem, ref))
-            del runs
-            stack.close()
-        finally:
-            os.remove(path)
-
-    print(
-        f"One EM iteration (softmax, k={k}, d={D}, float64, chunks of {chunk} "
-        f"rows); memmap file {size / 2**30:.2f} GiB; medians of {args.repeat} "
-        f"interleaved rounds; worker malloc: {args.malloc}."
-    )
+    if args.table in ("fit", "both"):
+        sizes = [int(float(n)) for n in args.fit_n.split(",")]
+        fits = fit_table(
+            sizes, args.fit_k, args.chunk, args.fit_memory_limit, not args.smoke
+        )
+    if args.table in ("iteration", "both"):
+        iterations, size = iteration_table(
+            int(args.n), int(args.n_memmap), args.k, args.chunk, args.repeat,
+            args.memory_limit, args.dir, not args.smoke,
+        )  # fmt: skip
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"{os.cpu_count()} CPUs; load average at the end (1, 5, 15 min): {load}")
-    print(f"{'run':<34} {'rows':>10} {'s/iter':>8} {'ratio':>6}  peak RSS / worker")
-    for name, shape, t, rss, ref in table:
-        mem = "" if rss is None else ", ".join(f"{r / 2**20:.0f} MiB" for r in rss)
-        print(f"{name:<34} {shape:>10} {t:8.3f} {t / ref:6.2f}  {mem}")
-    print("ratio: to the NumPy row of the same data.")
+    if args.table in ("fit", "both"):
+        print_fit_table(fits, args.fit_k, args.chunk, args.fit_memory_limit)
+    if args.table in ("iteration", "both"):
+        print_iteration_table(
+            iterations, size, args.k, args.chunk, args.repeat, args.malloc
+        )
 
 
 if __name__ == "__main__":
