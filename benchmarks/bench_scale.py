@@ -9,7 +9,9 @@ fitted on ``--fit-k`` Gaussian blobs in 16-D, float32, generated lazily
 chunk by chunk inside the tasks (nothing persisted, nothing gathered), on 2
 workers, at each size of ``--fit-n``. Columns:
 
-- ``time``: the wall time of ``fit``;
+- ``time``: the wall time of ``fit``; ``cpu``: the CPU time (user and
+  system) of the workers during the fit, which other work on the machine
+  changes less than it changes the wall time;
 - ``passes``: chunks generated during the fit / chunks of ``X`` (every chunk
   task counts its calls on its worker), then the same per phase:
   ``setup`` (``DaskRows``'s construction and the in-memory sample),
@@ -211,6 +213,13 @@ def _chunks_generated(dask_worker):
     return getattr(dask_worker, "_bench_chunks", 0)
 
 
+def _cpu_seconds(dask_worker):
+    import psutil
+
+    times = psutil.Process().cpu_times()
+    return times.user + times.system
+
+
 def cluster(n_workers, memory_limit, processes=True):
     """A ``LocalCluster`` of single-threaded workers and its client.
 
@@ -335,6 +344,7 @@ def measure_fit(client, est, X):
     """One fit on the cluster: time, chunks generated (total, per phase), peak RSS."""
     client.run(_fresh_worker)
     client.run(_start_rss_monitor)
+    cpu = sum(client.run(_cpu_seconds).values())
     clock = PhaseClock(client)
     with clock.active(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ConvergenceWarning at max_iter
@@ -345,6 +355,7 @@ def measure_fit(client, est, X):
     generated = sum(client.run(_chunks_generated).values())
     return {
         "time": seconds,
+        "cpu": sum(client.run(_cpu_seconds).values()) - cpu,
         "passes": generated / X.numblocks[0],
         "phases": {p: c / X.numblocks[0] for p, c in clock.chunks.items()},
         "cert_share": clock.seconds["cert"] / seconds,
@@ -375,20 +386,22 @@ def print_fit_table(table, k, chunk, memory_limit):
     )
     phases = " ".join(f"{p:>5}" for p in PHASES)
     print(
-        f"{'estimator':<21} {'rows':>6} {'time s':>7} {'n_iter':>6} "
+        f"{'estimator':<21} {'rows':>6} {'time s':>7} {'cpu s':>7} {'n_iter':>6} "
         f"{'passes':>6} {phases} {'cert %':>6}  peak RSS / worker"
     )
     for name, n, row in table:
         per_phase = " ".join(f"{row['phases'][p]:5.1f}" for p in PHASES)
         mem = ", ".join(f"{r / 2**20:.0f}" for r in row["rss"])
         print(
-            f"{name:<21} {n:6.0e} {row['time']:7.1f} {row['n_iter']:6d} "
+            f"{name:<21} {n:6.0e} {row['time']:7.1f} {row['cpu']:7.1f} "
+            f"{row['n_iter']:6d} "
             f"{row['passes']:6.1f} {per_phase} {100 * row['cert_share']:6.1f}  "
             f"{mem} MiB"
         )
     print(
-        "passes: chunks generated / chunks; cert %: the certificate's share of "
-        "the fit's time."
+        "cpu s: the workers' CPU time (user + system) during the fit, less "
+        "sensitive than the time to other work on the machine; passes: chunks "
+        "generated / chunks; cert %: the certificate's share of the fit's time."
     )
 
 
