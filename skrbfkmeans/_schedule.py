@@ -18,7 +18,13 @@ along the principal axis of the group's posterior covariance ``C_j``:
 
 import numpy as np
 
-from ._engine.passes import free_energy, labels_margins, m_step, statistics
+from ._engine.passes import (
+    free_energy,
+    free_energy_moments,
+    labels_margins,
+    m_step,
+    statistics,
+)
 from ._iterations import em_at_width
 
 # Fraction of the weight that must be one-hot (softmax, to working precision)
@@ -269,11 +275,11 @@ class Schedule:
         need_split = groups.n < self.n_clusters and not last
         softmax = self.act == "softmax" and not last
         prior = groups.mass / groups.mass.sum() if softmax else None
-        return free_energy(
+        # The statistics and moments only feed the split decision.
+        energy = free_energy_moments if need_split else free_energy
+        return energy(
             rows.X, rows.w, groups.centers, self.sigma, self.act, rows.offset,
             rows.x_sq, prior=prior,
-            # The statistics and moments only feed the split decision.
-            with_statistics=need_split,
         )  # fmt: skip
 
     def split(self, res):

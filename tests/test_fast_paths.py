@@ -20,7 +20,7 @@ from scipy.special import softmax
 from skrbfkmeans._engine.blocks import PreparedCenters, ScaledCenters, temperature
 from skrbfkmeans._engine.passes import (
     data_offset,
-    free_energy,
+    free_energy_moments,
     squared_norms,
     statistics,
     statistics_route,
@@ -361,9 +361,7 @@ def test_second_moments_match_explicit_sums(d, sigma, sparse, global_random_seed
     if sparse:
         offset = np.zeros(d)
     x_sq = squared_norms(Xin, offset)
-    res = free_energy(
-        Xin, w, C, sigma, "softmax", offset, x_sq, prior=prior, with_statistics=True
-    )
+    res = free_energy_moments(Xin, w, C, sigma, "softmax", offset, x_sq, prior=prior)
     scores = -sq_distances(X, C) / (2 * sigma**2) + np.log(prior)
     R = softmax(scores, axis=1)
     Y = X - offset

@@ -294,16 +294,11 @@ def free_energy(
     x_sq,
     *,
     prior=None,
-    with_statistics=False,
 ):
     """Return the free energy (``PassResult.objective``) and the hard inertia.
 
-    ``with_statistics=True`` gives ``free_energy_moments``'s result.
+    ``free_energy_moments`` adds the statistics and second moments.
     """
-    if with_statistics:
-        return free_energy_moments(
-            X, sample_weight, centers, sigma, activation, offset, x_sq, prior=prior
-        )
     dtype, n_clusters = centers.dtype, centers.shape[0]
     T, inv_T = temperature(sigma, dtype)
     _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
