@@ -262,15 +262,14 @@ def rounds(runs, repeat):
 # -- fits ---------------------------------------------------------------------
 
 PHASES = ("setup", "iter", "cert", "final")
-# The phase of each DaskRows method; ``stats`` after ``min_margin`` is the
+# The phase of each DaskRows method; ``stats`` after ``margin_checks`` is the
 # certificate's step at the certified width.
 METHOD_PHASES = {
     "__init__": "setup",
     "sample": "setup",
     "weight_sample": "setup",
     "stats": "iter",
-    "min_margin": "cert",
-    "explicit_check": "cert",
+    "margin_checks": "cert",
     "final": "final",
 }
 
@@ -302,7 +301,7 @@ class PhaseClock:
     def _wrap(self, name, method):
         def timed(rows, *args, **kwargs):
             phase = METHOD_PHASES[name]
-            if name == "min_margin":
+            if name == "margin_checks":
                 self._certifying = True
             elif name == "final":
                 self._certifying = False

@@ -20,10 +20,12 @@ decides from the type's module name): importing the package never imports it.
 import numpy as np
 
 from ._certificate import (
+    check,
+    check_block,
     combine_blocks,
-    explicit_block,
-    fixed_point_test,
+    shift_bound,
     single_move_block,
+    weight_bounds,
 )
 from ._engine.passes import (
     free_energy,
@@ -311,11 +313,22 @@ def _final_block(Xb, wb, centers, sigma, activation, offset):
     return counts, inertia, objective
 
 
-def _margin_block(Xb, wb, centers, offset):
-    """Smallest margin ``d_(2) - d_(1)`` over the samples of positive weight."""
+@one_blas_thread
+def _margin_checks_block(Xb, wb, centers, offset, weights, shift):
+    """Return the engine's smallest margin and ``check_block`` of one block.
+
+    Two independent computations on the block the task reads once: the
+    engine's margins (its GEMM distances) and the explicit check, which
+    shares no code or arithmetic with them.
+    """
     _, margins, _ = labels_margins(np.ascontiguousarray(Xb), centers, offset)
     margins = margins[wb > 0]
-    return float(margins.min()) if margins.size else np.inf
+    margin = float(margins.min()) if margins.size else np.inf
+    return margin, check_block(Xb, wb, centers, weights, shift)
+
+
+def _combine_margin_checks(*parts):
+    return min(p[0] for p in parts), combine_blocks(*(p[1] for p in parts))
 
 
 # The prediction kernels get blocks checked by ``as_dask_array``: a bad value
@@ -391,6 +404,7 @@ class DaskRows:
         # The delayed blocks are built once and reused by every pass, with
         # the index of each one's first row.
         self._blocks = nonempty_blocks(X, w)
+        self._last_stats = None
         starts = np.cumsum((0,) + X.chunks[0][:-1])
         self._starts = starts[np.array(X.chunks[0]) > 0]
         summary = self.reduce(_summary_block, combine=_combine_summary)
@@ -514,25 +528,51 @@ class DaskRows:
         return np.ascontiguousarray(Xs), counts
 
     def stats(self, centers, sigma, activation):
-        """``(N, S, inertia)`` of one pass: one tree reduction, one compute."""
-        return self.reduce(_pass_block, centers, sigma, activation, self.offset)
+        """``(N, S, inertia)`` of one pass: one tree reduction, one compute.
+
+        The last pass is kept: asked again at the same centres, width and
+        activation (the certificate's Lloyd step after Lloyd converged
+        there) it costs no pass, and its weights bound the certificate's.
+        """
+        last = self._last_stats
+        key = (sigma, activation)
+        if last is not None and last[1] == key and np.array_equal(last[0], centers):
+            return last[2]
+        result = self.reduce(_pass_block, centers, sigma, activation, self.offset)
+        self._last_stats = (np.array(centers), key, result)
+        return result
 
     def final(self, centers, sigma, activation):
         """``(label counts, inertia, objective)`` of the final centres."""
         return self.reduce(_final_block, centers, sigma, activation, self.offset)
 
-    def min_margin(self, centers):
-        """Smallest margin over the samples of positive weight."""
-        return self.reduce(_margin_block, centers, self.offset, combine=_minimum)
+    def margin_checks(self, centers):
+        """Return the engine's smallest margin and the explicit check, in one pass.
 
-    def explicit_check(self, centers):
-        """``(margin, fixed, stable)`` of the certificate's check, by chunks."""
-        parts = self.reduce(explicit_block, centers, combine=combine_blocks)
-        margin, fixed, shift = fixed_point_test(parts, centers)
-        if not fixed:
-            return margin, False, False
-        stable = self.reduce(single_move_block, centers, parts[1], shift, combine=_all)
-        return margin, fixed, bool(stable)
+        Every chunk is read once for both (``_margin_checks_block``). When
+        the last pass was a Lloyd pass at these centres, its weights bound
+        the clusters' weights before the pass, and the single-move condition
+        is checked in the same pass; it takes a second pass only when those
+        bounds do not decide it (``_certificate.check``).
+        """
+        weights = shift = None
+        last = self._last_stats
+        lloyd = (0.0, "entmax15")
+        if last is not None and last[1] == lloyd and np.array_equal(last[0], centers):
+            weights = weight_bounds(last[2][0], self.dtype)
+            shift = shift_bound(centers, self.n_samples)
+        margin, parts = self.reduce(
+            _margin_checks_block, centers, self.offset, weights, shift,
+            combine=_combine_margin_checks,
+        )  # fmt: skip
+        if not margin > 0 or not np.isfinite(margin):
+            return margin, None
+        explicit, fixed, stable, shift = check(parts, centers, weights, shift)
+        if stable is None:
+            stable = self.reduce(
+                single_move_block, centers, parts.N, shift, combine=_all
+            )
+        return margin, (explicit, fixed, bool(stable))
 
     def labels(self, centers):
         """Nearest centre of every row, a lazy int32 dask array."""

@@ -66,23 +66,28 @@ def certify(rows, centers, sigma_max):
 
     The centres are certified when every margin is positive, the explicit
     check of ``_certificate`` agrees (margins from explicit differences, each
-    centre its cluster's mean), and a Lloyd step (entmax-1.5 at the certified
-    width, exactly one-hot) leaves them equal to themselves to rounding. The
-    width is shrunk by a few ulps of the margin so that the one-hot test
-    holds after the rounding of ``1 / T``.
+    centre its cluster's mean, no single-sample move that lowers the
+    distortion), and the engine's Lloyd step leaves them equal to themselves
+    to rounding: entmax-1.5 at the certified width is exactly one-hot, so
+    its EM step is that Lloyd step. The width is shrunk by a few ulps of the
+    margin so that the one-hot test holds after the rounding of ``1 / T``.
+    Cost: ``rows.margin_checks`` and one ``stats`` pass (none on rows that
+    keep their last pass, after a converged Lloyd run).
     """
-    min_margin = rows.min_margin(centers)
+    min_margin, explicit = rows.margin_checks(centers)
     eps = np.finfo(centers.dtype).eps
     if not min_margin > 0 or not np.isfinite(min_margin):
         return sigma_max, min_margin == np.inf
     # The engine's margins share the GEMM's rounding: the width must also
     # pass the margins of explicit differences, and the centres their means.
-    explicit_margin, fixed, stable = rows.explicit_check(centers)
+    explicit_margin, fixed, stable = explicit
     if not (explicit_margin > 0 and fixed and stable):
         return sigma_max, False
     min_margin = min(min_margin, explicit_margin)
     sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
-    N, S, _ = rows.stats(centers, sigma, "entmax15")
+    # The margins make entmax-1.5 at ``sigma`` one-hot: its step is Lloyd's
+    # (the pass a converged Lloyd run has just made at these centres).
+    N, S, _ = rows.stats(centers, 0.0, "entmax15")
     new = m_step(N, S, centers, rows.offset)
     offset = rows.offset
     # Rounding relative to the data's own magnitude (never an absolute 1:

@@ -7,11 +7,11 @@ algorithms need; each pass visits every row block once:
 ``stats(centers, sigma, activation)``
     ``(N, S, inertia)``: the sufficient statistics at width ``sigma`` (``S``
     in coordinates centred on ``offset``) and the hard inertia.
-``min_margin(centers)``
+``margin_checks(centers)``
     The smallest margin ``d_(2) - d_(1)`` over the rows of positive weight,
-    from the engine's distances.
-``explicit_check(centers)``
-    The certificate's independent check (``_certificate``).
+    from the engine's distances, and the certificate's independent check
+    (``_certificate``): ``(margin, fixed, stable)``, or None where the
+    engine's margin already refuses.
 ``final(centers, sigma, activation)``
     ``(label counts, inertia, objective)`` of the final centres.
 ``labels(centers)``
@@ -79,15 +79,14 @@ class MemoryRows:
         )
         return res.N, res.S, res.inertia
 
-    def min_margin(self, centers):
-        """Smallest engine margin over the rows of positive weight."""
+    def margin_checks(self, centers):
+        """Return the engine's smallest margin and the explicit check."""
         _, margins, _ = labels_margins(self.X, centers, self.offset)
         # Rows of weight 0 do not enter the fixed point: they cannot break it.
-        return float(margins[self.w > 0].min())
-
-    def explicit_check(self, centers):
-        """``(margin, fixed, stable)`` of ``_certificate.explicit_fixed_point``."""
-        return explicit_fixed_point(self.X, self.w, centers)
+        margin = float(margins[self.w > 0].min())
+        if not margin > 0 or not np.isfinite(margin):
+            return margin, None
+        return margin, explicit_fixed_point(self.X, self.w, centers)
 
     def labels(self, centers):
         """Nearest centre of every row (int32)."""

@@ -212,3 +212,28 @@ def test_worker_memory_does_not_grow_with_rows():
             est = RBFKMeans(4, sigma=0, n_init=1, max_iter=2, random_state=0)
             peaks[n_chunks] = worker_peak(client, lambda: est.fit(X))
     assert peaks[48] <= 1.2 * peaks[8], peaks
+
+
+def test_annealed_certificate_reads_the_data_once(monkeypatch):
+    # The certificate after Lloyd on every row: the engine's margins and the
+    # explicit check (with single moves) share one pass, and the Lloyd step
+    # is the pass Lloyd ended on. Before, four passes.
+    rec = Recorder()
+    X, w = rec.data()
+    reads = []
+    margin_checks = DaskRows.margin_checks
+
+    def counted(rows, *args):
+        before = rec.calls
+        result = margin_checks(rows, *args)
+        reads.append((rec.calls - before) / N_CHUNKS)
+        return result
+
+    monkeypatch.setattr(DaskRows, "margin_checks", counted)
+    setup = passes_before_iterations(monkeypatch, rec)
+    with dask.config.set(scheduler=rec.get):
+        est = AnnealedRBFKMeans(3).fit(X, sample_weight=w)
+    assert est.certified_
+    assert reads == [1.0]
+    # Setup, Lloyd's iterations, the certificate and the final pass.
+    assert rec.calls / N_CHUNKS == setup[0] + est.n_iter_ + 1 + 1
