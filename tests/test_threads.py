@@ -252,6 +252,6 @@ def test_loops_keep_their_block_sizes(cuts):
         *[("moments", 5000, 582)] * 4,
         # 2**17 scores of 64 centres.
         ("entmax", 10_000, 2048),
-        # 8 MiB of float64 differences to 64 centres in 16 features.
-        ("certificate", 20_000, 1024),
+        # 32 MiB of float64 differences to 64 centres in 16 features.
+        ("certificate", 20_000, 4096),
     ]
