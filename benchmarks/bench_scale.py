@@ -16,8 +16,9 @@ workers, at each size of ``--fit-n``. Columns:
   task counts its calls on its worker), then the same per phase:
   ``setup`` (``DaskRows``'s construction and the in-memory sample),
   ``iter`` (the iterations on every row), ``cert`` (the certificate:
-  ``min_margin``, ``explicit_check`` and the step at the certified width)
-  and ``final`` (the final pass);
+  ``margin_checks``, one pass, two when its weight bounds leave a row
+  undecided, and the Lloyd step at the centres, which a converged Lloyd
+  run has just made and the rows keep) and ``final`` (the final pass);
 - ``cert %``: the certificate's share of the fit's time;
 - ``peak RSS / worker``: the largest resident set of each worker process
   during the fit (sampled every 5 ms with psutil; the processes are the

@@ -319,12 +319,15 @@ def _margin_checks_block(Xb, wb, centers, offset, weights, shift):
 
     Two independent computations on the block the task reads once: the
     engine's margins (its GEMM distances) and the explicit check, which
-    shares no code or arithmetic with them.
+    shares no arithmetic with them: the engine's labels are only its
+    guesses, which order its work.
     """
-    _, margins, _ = labels_margins(np.ascontiguousarray(Xb), centers, offset)
+    labels, margins, _ = labels_margins(np.ascontiguousarray(Xb), centers, offset)
     margins = margins[wb > 0]
     margin = float(margins.min()) if margins.size else np.inf
-    return margin, check_block(Xb, wb, centers, weights, shift)
+    # The engine's labels are the explicit check's guesses: they change
+    # which distance a row gets first, never a verdict or a margin.
+    return margin, check_block(Xb, wb, centers, weights, shift, guess=labels)
 
 
 def _combine_margin_checks(*parts):

@@ -81,12 +81,13 @@ class MemoryRows:
 
     def margin_checks(self, centers):
         """Return the engine's smallest margin and the explicit check."""
-        _, margins, _ = labels_margins(self.X, centers, self.offset)
+        labels, margins, _ = labels_margins(self.X, centers, self.offset)
         # Rows of weight 0 do not enter the fixed point: they cannot break it.
         margin = float(margins[self.w > 0].min())
         if not margin > 0 or not np.isfinite(margin):
             return margin, None
-        return margin, explicit_fixed_point(self.X, self.w, centers)
+        # The engine's labels only order the explicit check's work.
+        return margin, explicit_fixed_point(self.X, self.w, centers, labels)
 
     def labels(self, centers):
         """Nearest centre of every row (int32)."""
