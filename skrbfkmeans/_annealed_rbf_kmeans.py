@@ -128,7 +128,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         deterministic split/merge moves of :func:`kmeans_polish` before it is
         certified. Annealing resolves the data's natural clusters first and
         may spend centres on the wrong ones (clusters of very unequal sizes);
-        the polish moves them.
+        the polish moves them. After it, boundary moves (a share of one
+        cluster's samples moved to another, kept when Lloyd from there ends
+        lower) spend at most a tenth of the annealing's iterations.
 
     Attributes
     ----------

@@ -4,6 +4,11 @@ doc/theory.rst, "The split/merge polish": annealing
 resolves the data's natural clusters first and can end with centres spent on
 the wrong ones. Moving one centre from where it matters least to the cluster
 that gains most from a second centre, then running Lloyd, closes that gap.
+
+Boundary moves (``boundary_moves``, doc/theory.rst, "Boundary moves") shift
+a share of one cluster's samples across to another and run Lloyd from
+there: the final phase of ``AnnealedRBFKMeans`` tries them, within a budget
+of Lloyd iterations, once split/merge and single-sample moves have stopped.
 """
 
 from numbers import Integral
@@ -18,6 +23,7 @@ from sklearn.utils._param_validation import (
 )
 
 from ._engine.blas import matmul
+from ._engine.blocks import BlockPlan
 from ._engine.passes import labels_inertia, labels_margins, squared_norms
 from ._engine.threads import one_blas_thread
 from ._lloyd import IncrementalLloyd
@@ -27,6 +33,10 @@ from ._validation import check_data_centers, check_n_samples, warn_user
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
 MAX_PAIRS = 24
+
+# Boundary moves: the shares of a cluster's weight moved across one of its
+# boundaries (the rows nearest it), in the order tried.
+BOUNDARY_SHARES = (0.125, 0.25, 0.5)
 
 
 def _two_means(Xl, wl, max_iter=100):
@@ -102,6 +112,82 @@ def _candidates(X, w, centers, offset, x_sq):
     return pairs, children
 
 
+def _boundary_pairs(X, w, centers, offset):
+    """Cluster pairs ``(a, b)``, most shared boundary first.
+
+    A pair's boundary is the weight of the rows of ``a`` whose second-nearest
+    centre is ``b`` (one pass of partial distances); pairs that share none
+    are left out, ties go by ``(a, b)``.
+    """
+    k = centers.shape[0]
+    second = np.zeros(X.shape[0], dtype=np.intp)
+    first = np.zeros(X.shape[0], dtype=np.intp)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        first[sl] = imin
+        E[np.arange(imin.size), imin] = np.inf
+        second[sl] = np.argmin(E, axis=1)
+
+    BlockPlan(X, centers, offset).map(block)
+    shared = np.bincount(first * k + second, weights=w, minlength=k * k)
+    order = np.lexsort((np.arange(k * k), -shared))
+    return [divmod(int(p), k) for p in order if shared[p] > 0]
+
+
+def _boundary_trial(state, a, b, share):
+    """Return a trial state: ``share`` of cluster ``a``'s rows moved to ``b``.
+
+    The rows of ``a`` nearest ``b`` (smallest ``d_b - d_a``, i.e. largest
+    projection on ``mu_b - mu_a``) move, at least one and never all: the two
+    centres become the means of the clusters so changed. Returns None when
+    ``a`` has fewer than two rows of positive weight.
+    """
+    rows = state.rows
+    idx = np.flatnonzero((state.labels == a) & (rows.w > 0))
+    if idx.size < 2:
+        return None
+    Xa = rows.X[idx]
+    Xa = Xa.toarray() if sp.issparse(Xa) else np.asarray(Xa)
+    Xa = Xa.astype(np.float64) - rows.offset
+    toward = (state.centers[b] - state.centers[a]).astype(np.float64)
+    order = np.argsort(-(Xa @ toward), kind="stable")
+    wa = rows.w[idx].astype(np.float64)
+    m = min(max(int(round(share * idx.size)), 1), idx.size - 1)
+    group = order[:m]
+    W, S = wa[group].sum(), wa[group] @ Xa[group]
+    trial = state.copy()
+    dtype = state.centers.dtype
+    trial.centers[a] = (rows.offset + (state.S[a] - S) / (state.N[a] - W)).astype(dtype)
+    trial.centers[b] = (rows.offset + (state.S[b] + S) / (state.N[b] + W)).astype(dtype)
+    return trial
+
+
+def _boundary_search(state, inertia, budget, max_iter):
+    """Boundary moves until one gains or ``budget`` Lloyd iterations are spent.
+
+    A move shifts the boundary between two clusters: a share of one
+    cluster's rows (``BOUNDARY_SHARES``), those nearest the other
+    cluster, moves across, and Lloyd runs from the two new means. Pairs come
+    most shared boundary first. Returns the state kept (or None), its
+    inertia, the iterations of its run and all the iterations spent.
+    """
+    spent = 0
+    rows = state.rows
+    pairs = _boundary_pairs(rows.X, rows.w, state.centers, rows.offset)
+    for a, b, share in ((a, b, s) for a, b in pairs for s in BOUNDARY_SHARES):
+        if spent >= budget:
+            return None, inertia, 0, spent
+        trial = _boundary_trial(state, a, b, share)
+        if trial is None:
+            continue
+        it, _ = trial.run(max_iter, moved=[a, b])
+        spent += it
+        trial_inertia = trial.inertia()
+        if trial_inertia < inertia:
+            return trial, trial_inertia, it, spent
+    return None, inertia, 0, spent
+
+
 def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
@@ -138,6 +224,23 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
         else:
             break  # a whole pass kept nothing
     return state.centers, inertia, moves, n_iter, n_iter_last
+
+
+def boundary_moves(X, w, centers, offset, x_sq, *, budget, max_iter=300):
+    """Boundary moves from a Lloyd fixed point, within ``budget`` iterations.
+
+    Returns the centres, their inertia, whether a move was kept, the Lloyd
+    iterations of the kept move's run and all the iterations spent. The
+    centres come back unchanged when no move lowers the inertia.
+    """
+    rows = MemoryRows(X, w, offset, x_sq)
+    state = IncrementalLloyd(rows, centers)
+    state.run(max_iter)
+    inertia = state.inertia()
+    kept, inertia, it, spent = _boundary_search(state, inertia, budget, max_iter)
+    if kept is None:
+        return centers, inertia, False, 0, spent
+    return kept.centers, inertia, True, it, spent
 
 
 @validate_params(

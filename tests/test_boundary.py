@@ -1,0 +1,134 @@
+"""Boundary moves: a share of one cluster's rows moved across to another.
+
+The final phase of ``AnnealedRBFKMeans`` tries them from the fixed point of
+Lloyd, the single-sample moves and the polish, within a budget of Lloyd
+iterations. The oracles are plain: the distortion computed from scratch and
+Lloyd's step in float64 (``_rbf_oracle``), and the same fit with no budget.
+"""
+
+import numpy as np
+import pytest
+from _rbf_oracle import distortion, lloyd_step
+from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.datasets import load_diabetes, make_blobs
+from sklearn.preprocessing import StandardScaler
+
+from skrbfkmeans import AnnealedRBFKMeans, _anneal, kmeans_hartigan
+from skrbfkmeans._engine.passes import squared_norms
+from skrbfkmeans._lloyd import IncrementalLloyd
+from skrbfkmeans._polish import _boundary_pairs, _boundary_trial, boundary_moves
+from skrbfkmeans._rows import MemoryRows
+
+
+def _fixed_point(X, k, seed):
+    """A Hartigan-stable (hence Lloyd) fixed point from random rows."""
+    rng = np.random.default_rng(seed)
+    start = X[rng.choice(X.shape[0], k, replace=False)]
+    return kmeans_hartigan(X, start)[0]
+
+
+@pytest.mark.parametrize("k", [2, 4, 7])
+def test_moves_only_lower_the_distortion(k, global_random_seed):
+    # Check that the centres come back unchanged when no move is kept, and
+    # otherwise as a Lloyd fixed point of strictly lower distortion, whose
+    # reported inertia is the distortion computed from scratch.
+    X, _ = make_blobs(400, centers=6, cluster_std=2.0, random_state=global_random_seed)
+    centers = _fixed_point(X, k, global_random_seed)
+    before = distortion(X, centers)
+    w, offset = np.ones(X.shape[0]), np.zeros(X.shape[1])
+    new, inertia, kept, _, spent = boundary_moves(
+        X, w, centers, offset, squared_norms(X, offset), budget=1000
+    )
+    assert spent > 0 or k == 1
+    if not kept:
+        assert_array_equal(new, centers)
+        assert_allclose(inertia, before, rtol=1e-10)
+    else:
+        assert distortion(X, new) < before
+        assert_allclose(inertia, distortion(X, new), rtol=1e-10)
+        assert_allclose(lloyd_step(X, new), new, rtol=1e-10, atol=1e-10)
+
+
+def test_budget_bounds_the_iterations():
+    # Check that no trial starts once the budget of Lloyd iterations is
+    # spent (the one that crosses it finishes its run of at most max_iter),
+    # that a zero budget tries nothing, and that a larger budget searches at
+    # least as far.
+    X, _ = make_blobs(600, centers=8, cluster_std=2.5, random_state=0)
+    centers = _fixed_point(X, 8, 0)
+    w, offset = np.ones(X.shape[0]), np.zeros(X.shape[1])
+    x_sq = squared_norms(X, offset)
+    _, _, kept, _, spent = boundary_moves(X, w, centers, offset, x_sq, budget=0)
+    assert not kept and spent == 0
+    for budget in (1, 5, 12):
+        *_, spent = boundary_moves(
+            X, w, centers, offset, x_sq, budget=budget, max_iter=3
+        )
+        assert spent < budget + 3
+    *_, kept, _, spent_full = boundary_moves(
+        X, w, centers, offset, x_sq, budget=10**9, max_iter=3
+    )
+    assert spent_full >= spent
+
+
+def test_trial_moves_the_rows_nearest_the_other_cluster():
+    # Check one trial against a direct construction: the share of a's rows
+    # with the largest projection on mu_b - mu_a leaves a for b, and the two
+    # centres become the weighted means of the clusters so changed.
+    rng = np.random.default_rng(3)
+    X = np.vstack([rng.normal(0, 1, (50, 2)), rng.normal(5, 1, (30, 2))])
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    offset = X.mean(axis=0)
+    centers = np.array([X[:50].mean(0), X[50:].mean(0)])
+    state = IncrementalLloyd(
+        MemoryRows(X, w, offset, squared_norms(X, offset)), centers
+    )
+    labels = state.labels.copy()
+    trial = _boundary_trial(state, 0, 1, 0.25)
+    a = np.flatnonzero(labels == 0)
+    proj = (X[a] - offset) @ (centers[1] - centers[0])
+    moved = a[np.argsort(-proj, kind="stable")[: round(0.25 * a.size)]]
+    new = labels.copy()
+    new[moved] = 1
+    for j in (0, 1):
+        mean = np.average(X[new == j], axis=0, weights=w[new == j])
+        assert_allclose(trial.centers[j], mean, rtol=1e-12, atol=1e-12)
+    # The state it was made from is untouched.
+    assert_array_equal(state.labels, labels)
+    assert_array_equal(state.centers, centers)
+
+
+def test_pairs_rank_the_shared_boundary():
+    # Check the pair order against a brute-force count: the weight of a's
+    # rows whose second-nearest centre is b, largest first.
+    X, _ = make_blobs(300, centers=5, random_state=1)
+    centers = _fixed_point(X, 5, 1)
+    w = np.random.default_rng(0).uniform(0.1, 1.0, X.shape[0])
+    d = ((X[:, None, :] - centers[None]) ** 2).sum(-1)
+    first, second = np.argsort(d, axis=1)[:, :2].T
+    shared = {}
+    for a, b, wi in zip(first, second, w):
+        shared[a, b] = shared.get((a, b), 0.0) + wi
+    pairs = _boundary_pairs(X, w, centers, np.zeros(2))
+    assert set(pairs) == set(shared)
+    weights = [shared[p] for p in pairs]
+    assert all(x >= y * (1 - 1e-12) for x, y in zip(weights, weights[1:]))
+
+
+def test_annealed_fit_never_above_its_fit_without_them(monkeypatch):
+    # Check the final phase: boundary moves start from the fixed point the
+    # other moves reach, so a fit with them is never above the same fit
+    # without them and stays certified; on standardised diabetes (k=3),
+    # where single-sample moves and the polish stop above ten k-means++
+    # restarts, they go lower.
+    diabetes = StandardScaler().fit_transform(load_diabetes(return_X_y=True)[0])
+    blobs = make_blobs(500, centers=7, cluster_std=2.0, random_state=0)[0]
+    for X, k in [(diabetes, 3), (blobs, 6)]:
+        with monkeypatch.context() as mp:
+            mp.setattr(_anneal, "BOUNDARY_BUDGET", 0.0)
+            without = AnnealedRBFKMeans(k).fit(X)
+        fitted = AnnealedRBFKMeans(k).fit(X)
+        assert fitted.inertia_ <= without.inertia_
+        assert fitted.certified_
+        if X is diabetes:
+            assert fitted.inertia_ < without.inertia_ * (1 - 1e-5)
