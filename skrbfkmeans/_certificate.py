@@ -225,7 +225,7 @@ class _Work:
 
 
 def _screen(Xb, w, C, geometry, weights, shift, safety, guess=None, work=None):
-    """Settle the rows that one explicit distance settles (module docstring).
+    """Settle the rows that two explicit distances settle (module docstring).
 
     A row whose guessed nearest centre is ``a`` gets two explicit
     distances: ``d_a`` and ``d_n`` to ``a``'s nearest other centre ``n``.

@@ -134,32 +134,38 @@ def _boundary_pairs(X, w, centers, offset):
     return [divmod(int(p), k) for p in order if shared[p] > 0]
 
 
-def _boundary_trial(state, a, b, share):
-    """Return a trial state: ``share`` of cluster ``a``'s rows moved to ``b``.
+def _boundary_trials(state, a, b):
+    """Yield a trial state per share of ``BOUNDARY_SHARES``: ``a``'s rows to ``b``.
 
     The rows of ``a`` nearest ``b`` (smallest ``d_b - d_a``, i.e. largest
     projection on ``mu_b - mu_a``) move, at least one and never all: the two
-    centres become the means of the clusters so changed. Returns None when
+    centres become the means of the clusters so changed. The rows are ranked
+    once for all shares; ``state`` is left as it is. Yields nothing when
     ``a`` has fewer than two rows of positive weight.
     """
     rows = state.rows
     idx = np.flatnonzero((state.labels == a) & (rows.w > 0))
     if idx.size < 2:
-        return None
+        return
     Xa = rows.X[idx]
     Xa = Xa.toarray() if sp.issparse(Xa) else np.asarray(Xa)
     Xa = Xa.astype(np.float64) - rows.offset
     toward = (state.centers[b] - state.centers[a]).astype(np.float64)
     order = np.argsort(-(Xa @ toward), kind="stable")
     wa = rows.w[idx].astype(np.float64)
-    m = min(max(int(round(share * idx.size)), 1), idx.size - 1)
-    group = order[:m]
-    W, S = wa[group].sum(), wa[group] @ Xa[group]
-    trial = state.copy()
     dtype = state.centers.dtype
-    trial.centers[a] = (rows.offset + (state.S[a] - S) / (state.N[a] - W)).astype(dtype)
-    trial.centers[b] = (rows.offset + (state.S[b] + S) / (state.N[b] + W)).astype(dtype)
-    return trial
+    for share in BOUNDARY_SHARES:
+        m = min(max(int(round(share * idx.size)), 1), idx.size - 1)
+        group = order[:m]
+        W, S = wa[group].sum(), wa[group] @ Xa[group]
+        trial = state.copy()
+        trial.centers[a] = (rows.offset + (state.S[a] - S) / (state.N[a] - W)).astype(
+            dtype
+        )
+        trial.centers[b] = (rows.offset + (state.S[b] + S) / (state.N[b] + W)).astype(
+            dtype
+        )
+        yield trial
 
 
 def _boundary_search(state, inertia, budget, max_iter):
@@ -173,18 +179,15 @@ def _boundary_search(state, inertia, budget, max_iter):
     """
     spent = 0
     rows = state.rows
-    pairs = _boundary_pairs(rows.X, rows.w, state.centers, rows.offset)
-    for a, b, share in ((a, b, s) for a, b in pairs for s in BOUNDARY_SHARES):
-        if spent >= budget:
-            return None, inertia, 0, spent
-        trial = _boundary_trial(state, a, b, share)
-        if trial is None:
-            continue
-        it, _ = trial.run(max_iter, moved=[a, b])
-        spent += it
-        trial_inertia = trial.inertia()
-        if trial_inertia < inertia:
-            return trial, trial_inertia, it, spent
+    for a, b in _boundary_pairs(rows.X, rows.w, state.centers, rows.offset):
+        for trial in _boundary_trials(state, a, b):
+            if spent >= budget:
+                return None, inertia, 0, spent
+            it, _ = trial.run(max_iter, moved=[a, b])
+            spent += it
+            trial_inertia = trial.inertia()
+            if trial_inertia < inertia:
+                return trial, trial_inertia, it, spent
     return None, inertia, 0, spent
 
 
@@ -229,6 +232,7 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
 def boundary_moves(X, w, centers, offset, x_sq, *, budget, max_iter=300):
     """Boundary moves from a Lloyd fixed point, within ``budget`` iterations.
 
+    ``centers`` must be a Lloyd fixed point of ``X`` (the final phase's).
     Returns the centres, their inertia, whether a move was kept, the Lloyd
     iterations of the kept move's run and all the iterations spent. The
     centres come back unchanged when no move lowers the inertia.

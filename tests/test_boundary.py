@@ -16,7 +16,12 @@ from sklearn.preprocessing import StandardScaler
 from skrbfkmeans import AnnealedRBFKMeans, _anneal, kmeans_hartigan
 from skrbfkmeans._engine.passes import squared_norms
 from skrbfkmeans._lloyd import IncrementalLloyd
-from skrbfkmeans._polish import _boundary_pairs, _boundary_trial, boundary_moves
+from skrbfkmeans._polish import (
+    BOUNDARY_SHARES,
+    _boundary_pairs,
+    _boundary_trials,
+    boundary_moves,
+)
 from skrbfkmeans._rows import MemoryRows
 
 
@@ -71,10 +76,11 @@ def test_budget_bounds_the_iterations():
     assert spent_full >= spent
 
 
-def test_trial_moves_the_rows_nearest_the_other_cluster():
-    # Check one trial against a direct construction: the share of a's rows
-    # with the largest projection on mu_b - mu_a leaves a for b, and the two
-    # centres become the weighted means of the clusters so changed.
+def test_trials_move_the_rows_nearest_the_other_cluster():
+    # Check every share's trial against a direct construction: the share of
+    # a's rows with the largest projection on mu_b - mu_a leaves a for b,
+    # and the two centres become the weighted means of the clusters so
+    # changed; the state the trials come from is untouched.
     rng = np.random.default_rng(3)
     X = np.vstack([rng.normal(0, 1, (50, 2)), rng.normal(5, 1, (30, 2))])
     w = rng.uniform(0.5, 2.0, X.shape[0])
@@ -84,18 +90,28 @@ def test_trial_moves_the_rows_nearest_the_other_cluster():
         MemoryRows(X, w, offset, squared_norms(X, offset)), centers
     )
     labels = state.labels.copy()
-    trial = _boundary_trial(state, 0, 1, 0.25)
+    trials = list(_boundary_trials(state, 0, 1))
+    assert len(trials) == len(BOUNDARY_SHARES)
     a = np.flatnonzero(labels == 0)
     proj = (X[a] - offset) @ (centers[1] - centers[0])
-    moved = a[np.argsort(-proj, kind="stable")[: round(0.25 * a.size)]]
-    new = labels.copy()
-    new[moved] = 1
-    for j in (0, 1):
-        mean = np.average(X[new == j], axis=0, weights=w[new == j])
-        assert_allclose(trial.centers[j], mean, rtol=1e-12, atol=1e-12)
-    # The state it was made from is untouched.
+    for share, trial in zip(BOUNDARY_SHARES, trials):
+        moved = a[np.argsort(-proj, kind="stable")[: round(share * a.size)]]
+        new = labels.copy()
+        new[moved] = 1
+        for j in (0, 1):
+            mean = np.average(X[new == j], axis=0, weights=w[new == j])
+            assert_allclose(trial.centers[j], mean, rtol=1e-12, atol=1e-12)
     assert_array_equal(state.labels, labels)
     assert_array_equal(state.centers, centers)
+    # A cluster of one row has no trial (it would empty the cluster).
+    Xl = np.vstack([X, [[100.0, 100.0]]])
+    wl = np.append(w, 1.0)
+    lone = IncrementalLloyd(
+        MemoryRows(Xl, wl, offset, squared_norms(Xl, offset)),
+        np.array([[100.0, 100.0], X.mean(0)]),
+    )
+    assert np.sum(lone.labels == 0) == 1
+    assert list(_boundary_trials(lone, 0, 1)) == []
 
 
 def test_pairs_rank_the_shared_boundary():
