@@ -450,13 +450,16 @@ def _final_phase(
     centres as they are: no Lloyd, no polish, not converged. ``tree`` holds
     the copies' split widths before the polish.
 
-    Single-sample moves (``_hartigan``) and the polish (split/merge moves,
-    each ending on a Lloyd fixed point) alternate until neither lowers the
-    distortion; then boundary moves (``_polish.boundary_moves``), within
-    ``BOUNDARY_BUDGET`` times ``n_iter`` Lloyd iterations in all, and after
-    each one kept the alternation again. The result is a fixed point of
-    the single-sample moves and the polish (and of Lloyd's), never above
-    the one they reached first, which the certificate then checks afresh.
+    The polish (split/merge moves, each ending on a Lloyd fixed point)
+    runs single-sample moves (``_hartigan``) before its first pass and
+    after every move it keeps, so that each pass starts where no single
+    sample gains and its last pass, which keeps nothing, proves a fixed
+    point of both (with ``polish=False``, single-sample moves alone). Then
+    boundary moves (``_polish.boundary_moves``), within ``BOUNDARY_BUDGET``
+    times ``n_iter`` Lloyd iterations in all, and after each one kept the
+    polish again. The result is a fixed point of the single-sample moves
+    and the polish (and of Lloyd's), never above the one they reached
+    first, which the certificate then checks afresh.
     """
     max_iter, polish, verbose = settings.max_iter, settings.polish, settings.verbose
     it, conv = 0, False
@@ -465,29 +468,25 @@ def _final_phase(
     moves, it_final, n_single = [], (n_iter if from_init else it), 0
     n_boundary, budget = 0, int(BOUNDARY_BUDGET * n_iter)
     while finish:
-        rounds = 0
-        while True:
-            centers, _, n_moved, _ = hartigan(
-                rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
-            )
-            n_single += n_moved
-            # The polish ends on its own fixed point (its last pass keeps
-            # nothing); it runs again only when single moves changed it, as
-            # each such pass costs one Lloyd run per tried pair.
-            if not polish or (rounds and not n_moved):
-                break
-            centers, _, kept, it_polish, it_move = polish_search(
-                rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
-            )
+        if polish:
+            # Single-sample moves run inside the polish, before its first
+            # pass and after every kept move: it ends on a fixed point of
+            # both, with one pass of trials that keeps nothing.
+            centers, _, kept, it_polish, it_move, n_moved = polish_search(
+                rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter,
+                single_moves=True,
+            )  # fmt: skip
             it += it_polish
             it_final = it_move if kept else it_final
             moves += kept
-            rounds += 1
-            if not kept:
-                break
+        else:
+            centers, _, n_moved, _ = hartigan(
+                rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
+            )
+        n_single += n_moved
         # Boundary moves start from the fixed point of the moves above, so
-        # that one kept can only lower the distortion they reached; after
-        # one, the moves above run again.
+        # that one kept can only lower the distortion it reached; after one,
+        # the moves above run again.
         if not polish or budget <= 0:
             break
         centers, _, shifted, it_move, spent = boundary_moves(

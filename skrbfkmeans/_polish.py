@@ -26,6 +26,7 @@ from ._engine.blas import matmul
 from ._engine.blocks import BlockPlan
 from ._engine.passes import labels_inertia, labels_margins, squared_norms
 from ._engine.threads import one_blas_thread
+from ._hartigan import hartigan
 from ._lloyd import IncrementalLloyd
 from ._rows import MemoryRows
 from ._scaling import working_units
@@ -191,24 +192,52 @@ def _boundary_search(state, inertia, budget, max_iter):
     return None, inertia, 0, spent
 
 
-def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
+def polish(
+    X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300, single_moves=False
+):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
     Returns the centres, their inertia (from the search's last full pass),
     the moves kept (pairs ``(j, c)``: centre ``j`` left its cluster, and
     centres ``c`` and ``j`` took the two halves of cluster ``c``), every
-    Lloyd iteration of the search, and those of the run that produced the
-    centres (the first, or the last kept move's).
+    Lloyd iteration of the search, those of the run that produced the
+    centres (the first, or the last kept move's) and the single-sample
+    moves made.
 
     Every Lloyd run is incremental (``_lloyd.IncrementalLloyd``): a trial
     move starts from the current labels, and an iteration recomputes only
     the samples a moved centre can take or lose. Its result is that of
     plain Lloyd on all rows.
+
+    ``single_moves`` runs single-sample moves (``_hartigan``) from the
+    starting Lloyd fixed point and after every kept move, so that each pass
+    of trials starts from a state that no single sample improves: the
+    search then ends on a fixed point of both moves, with one pass that
+    keeps nothing.
     """
     rows = MemoryRows(X, w, offset, x_sq)
     state = IncrementalLloyd(rows, centers)
     n_iter, _ = state.run(max_iter)
-    n_iter_last = n_iter
+    n_iter_last, n_single = n_iter, 0
+
+    def settle(state):
+        # Single-sample moves, then Lloyd from their means (rounding can
+        # leave a sample nearer another mean): the same state if none.
+        nonlocal n_iter, n_iter_last, n_single
+        moved_centers, _, n_moved, _ = hartigan(
+            X, w, state.centers, offset, x_sq, max_iter=max_iter
+        )
+        if not n_moved:
+            return state
+        n_single += n_moved
+        state = IncrementalLloyd(rows, moved_centers)
+        it, _ = state.run(max_iter)
+        n_iter += it
+        n_iter_last = it
+        return state
+
+    if single_moves:
+        state = settle(state)
     inertia = state.inertia()
     moves = []
     k = centers.shape[0]
@@ -221,12 +250,15 @@ def polish(X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300):
             n_iter += it
             trial_inertia = trial.inertia()
             if trial_inertia < inertia:
-                state, inertia, n_iter_last = trial, trial_inertia, it
+                state, n_iter_last = trial, it
                 moves.append((j, c))
+                if single_moves:
+                    state = settle(state)
+                inertia = state.inertia()
                 break
         else:
             break  # a whole pass kept nothing
-    return state.centers, inertia, moves, n_iter, n_iter_last
+    return state.centers, inertia, moves, n_iter, n_iter_last, n_single
 
 
 def boundary_moves(X, w, centers, offset, x_sq, *, budget, max_iter=300):
@@ -347,7 +379,7 @@ def kmeans_polish(
     # leave the dtype's range); lengths and the inertia are mapped back.
     X, offset, centers, units = working_units(X, sample_weight, centers)
     x_sq = squared_norms(X, offset)
-    centers, _, moves, _, _ = polish(
+    centers, _, moves, _, _, _ = polish(
         X, sample_weight, centers, offset, x_sq, max_moves=max_moves
     )
     labels, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)

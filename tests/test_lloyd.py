@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from skrbfkmeans import _lloyd
 from skrbfkmeans._engine.passes import data_offset, labels_inertia
+from skrbfkmeans._hartigan import hartigan
 from skrbfkmeans._iterations import em_lloyd as plain_lloyd
 from skrbfkmeans._lloyd import IncrementalLloyd
 from skrbfkmeans._polish import _candidates, polish
@@ -261,11 +262,23 @@ def test_trial_move_equals_lloyd_from_the_trial():
     assert not np.array_equal(state.centers, trial.centers)
 
 
-def _reference_polish(X, w, centers, offset, x_sq, max_iter=300):
-    """The search with plain Lloyd on all rows for every trial (the oracle)."""
+def _reference_polish(X, w, centers, offset, x_sq, max_iter=300, single_moves=False):
+    """The search with plain Lloyd on all rows for every trial (the oracle).
+
+    With ``single_moves``, Hartigan's passes and plain Lloyd from their
+    means settle the start and every kept move.
+    """
     rows = MemoryRows(X, w, offset, x_sq)
-    centers, _, _ = plain_lloyd(rows, centers, max_iter)
-    _, inertia = labels_inertia(X, w, centers, offset, x_sq)
+
+    def settle(centers):
+        centers, _, _ = plain_lloyd(rows, centers, max_iter)
+        if single_moves:
+            moved, _, n_moved, _ = hartigan(X, w, centers, offset, x_sq)
+            if n_moved:
+                centers, _, _ = plain_lloyd(rows, moved, max_iter)
+        return centers, labels_inertia(X, w, centers, offset, x_sq)[1]
+
+    centers, inertia = settle(centers)
     moves = []
     while True:
         pairs, children = _candidates(X, w, centers, offset, x_sq)
@@ -275,18 +288,20 @@ def _reference_polish(X, w, centers, offset, x_sq, max_iter=300):
             trial, _, _ = plain_lloyd(rows, trial, max_iter)
             _, trial_inertia = labels_inertia(X, w, trial, offset, x_sq)
             if trial_inertia < inertia:
-                centers, inertia = trial, trial_inertia
+                centers, inertia = settle(trial)
                 moves.append((j, c))
                 break
         else:
             return centers, inertia, moves
 
 
+@pytest.mark.parametrize("single_moves", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_polish_accepts_the_moves_of_the_plain_search(seed):
+def test_polish_accepts_the_moves_of_the_plain_search(seed, single_moves):
     # Check that the incremental polish keeps the same moves as the search
     # that runs plain Lloyd on all rows for every trial: same centres, same
-    # inertia, same moves.
+    # inertia, same moves; with single-sample moves too, and then the
+    # result is a fixed point of both: no single move gains.
     rng = np.random.default_rng(seed)
     k = [3, 4, 6, 8, 10, 12][seed]
     means = rng.uniform(-10, 10, size=(k + 2, 2))
@@ -297,8 +312,12 @@ def test_polish_accepts_the_moves_of_the_plain_search(seed):
     offset = data_offset(X, w)
     x_sq = ((X - offset) ** 2).sum(1)
     init = X[rng.choice(X.shape[0], k, replace=False)]
-    ref = _reference_polish(X, w, init, offset, x_sq)
-    centers, inertia, moves, _, _ = polish(X, w, init, offset, x_sq)
+    ref = _reference_polish(X, w, init, offset, x_sq, single_moves=single_moves)
+    centers, inertia, moves, _, _, _ = polish(
+        X, w, init, offset, x_sq, single_moves=single_moves
+    )
     assert moves == ref[2]
     np.testing.assert_allclose(centers, ref[0], rtol=1e-10, atol=1e-10)
     assert inertia == pytest.approx(ref[1], rel=1e-12)
+    if single_moves:
+        assert hartigan(X, w, centers, offset, x_sq)[2] == 0

@@ -216,7 +216,7 @@ X_FIVE, _ = make_blobs(n_samples=500, centers=5, cluster_std=0.6, random_state=1
 @pytest.fixture(scope="module")
 def polished():
     est = AnnealedRBFKMeans(n_clusters=6).fit(X_FIVE)
-    assert est.n_polish_moves_ == 2
+    assert est.n_polish_moves_ == 1
     return est
 
 
@@ -273,7 +273,7 @@ def test_annealing_path_labels_enough_widths(figsize, n_panels, annealed):
 
 def test_annealing_path_title_counts_what_happened(polished):
     # Check the title's counts: "1 split" in the singular, and the polish's
-    # moves, which come after the path's splits.
+    # move (singular too), which comes after the path's splits.
     est = AnnealedRBFKMeans(n_clusters=2).fit(X)
     assert est.critical_sigmas_.size == 1
     title = plot_annealing_path(est).get_title()
@@ -281,7 +281,7 @@ def test_annealing_path_title_counts_what_happened(polished):
     title = plot_annealing_path(polished).get_title()
     n_stages = polished.sigma_path_.size
     assert polished.critical_sigmas_.size == 5
-    assert title == f"6 centres, {n_stages} stages, 5 splits\nthen 2 polish moves"
+    assert title == f"6 centres, {n_stages} stages, 5 splits\nthen 1 polish move"
 
 
 def test_split_tree_title(annealed):
