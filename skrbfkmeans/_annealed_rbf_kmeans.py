@@ -128,9 +128,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         deterministic split/merge moves of :func:`kmeans_polish` before it is
         certified. Annealing resolves the data's natural clusters first and
         may spend centres on the wrong ones (clusters of very unequal sizes);
-        the polish moves them. After it, boundary moves (a share of one
-        cluster's samples moved to another, kept when Lloyd from there ends
-        lower) spend at most a tenth of the annealing's iterations.
+        the polish moves them. After it, boundary moves (two neighbouring
+        clusters' union split afresh, or a share of one cluster's samples
+        moved to the other, kept when Lloyd from there ends lower); a
+        search gives up after a tenth of the annealing's iterations without
+        a move kept.
 
     Attributes
     ----------

@@ -5,10 +5,11 @@ resolves the data's natural clusters first and can end with centres spent on
 the wrong ones. Moving one centre from where it matters least to the cluster
 that gains most from a second centre, then running Lloyd, closes that gap.
 
-Boundary moves (``boundary_moves``, doc/theory.rst, "Boundary moves") shift
-a share of one cluster's samples across to another and run Lloyd from
-there: the final phase of ``AnnealedRBFKMeans`` tries them, within a budget
-of Lloyd iterations, once split/merge and single-sample moves have stopped.
+Boundary moves (``boundary_moves``, doc/theory.rst, "Boundary moves") split
+two neighbouring clusters' union afresh, or shift a share of one cluster's
+samples across to the other, and run Lloyd from there: the final phase of
+``AnnealedRBFKMeans`` tries them, within a budget of Lloyd iterations, once
+split/merge and single-sample moves have stopped.
 """
 
 from numbers import Integral
@@ -135,6 +136,26 @@ def _boundary_pairs(X, w, centers, offset):
     return [divmod(int(p), k) for p in order if shared[p] > 0]
 
 
+def _resplit_trial(state, a, b):
+    """Return a trial state with ``a`` and ``b``'s union split afresh, or None.
+
+    The union's 2-means, seeded along its principal axis (``_two_means``),
+    gives the two centres; ``state`` is left as it is. None for a union of
+    fewer than two rows of positive weight, or of identical rows.
+    """
+    rows = state.rows
+    idx = np.flatnonzero(np.isin(state.labels, (a, b)) & (rows.w > 0))
+    Xab = rows.X[idx]
+    Xab = Xab.toarray() if sp.issparse(Xab) else np.asarray(Xab)
+    Xab = Xab.astype(np.float64)
+    if idx.size < 2 or np.ptp(Xab, axis=0).max() == 0:
+        return None
+    kids, _ = _two_means(Xab, rows.w[idx].astype(np.float64))
+    trial = state.copy()
+    trial.centers[a], trial.centers[b] = kids.astype(state.centers.dtype)
+    return trial
+
+
 def _boundary_trials(state, a, b):
     """Yield a trial state per share of ``BOUNDARY_SHARES``: ``a``'s rows to ``b``.
 
@@ -169,26 +190,45 @@ def _boundary_trials(state, a, b):
         yield trial
 
 
+def _all_trials(state):
+    """Every boundary move of ``state``, in the order tried.
+
+    First each neighbouring pair's union split afresh (``_resplit_trial``,
+    once per unordered pair), then the shares of ``_boundary_trials``; pairs
+    in the order of ``_boundary_pairs``. Lazily: a search that stops early
+    builds no more trials than it ran.
+    """
+    rows = state.rows
+    pairs = _boundary_pairs(rows.X, rows.w, state.centers, rows.offset)
+    unordered = dict.fromkeys((min(a, b), max(a, b)) for a, b in pairs)
+    for a, b in unordered:
+        trial = _resplit_trial(state, a, b)
+        if trial is not None:
+            yield a, b, trial
+    for a, b in pairs:
+        for trial in _boundary_trials(state, a, b):
+            yield a, b, trial
+
+
 def _boundary_search(state, inertia, budget, max_iter):
     """Boundary moves until one gains or ``budget`` Lloyd iterations are spent.
 
-    A move shifts the boundary between two clusters: a share of one
-    cluster's rows (``BOUNDARY_SHARES``), those nearest the other
-    cluster, moves across, and Lloyd runs from the two new means. Pairs come
-    most shared boundary first. Returns the state kept (or None), its
-    inertia, the iterations of its run and all the iterations spent.
+    A move redraws the boundary between two clusters: their union split
+    afresh by 2-means, or a share of one cluster's rows
+    (``BOUNDARY_SHARES``), those nearest the other cluster, moved across;
+    Lloyd runs from the two new centres (``_all_trials`` gives the order).
+    Returns the state kept (or None), its inertia, the iterations of its
+    run and all the iterations spent.
     """
     spent = 0
-    rows = state.rows
-    for a, b in _boundary_pairs(rows.X, rows.w, state.centers, rows.offset):
-        for trial in _boundary_trials(state, a, b):
-            if spent >= budget:
-                return None, inertia, 0, spent
-            it, _ = trial.run(max_iter, moved=[a, b])
-            spent += it
-            trial_inertia = trial.inertia()
-            if trial_inertia < inertia:
-                return trial, trial_inertia, it, spent
+    for a, b, trial in _all_trials(state):
+        if spent >= budget:
+            return None, inertia, 0, spent
+        it, _ = trial.run(max_iter, moved=[a, b])
+        spent += it
+        trial_inertia = trial.inertia()
+        if trial_inertia < inertia:
+            return trial, trial_inertia, it, spent
     return None, inertia, 0, spent
 
 

@@ -1,4 +1,5 @@
-"""Boundary moves: a share of one cluster's rows moved across to another.
+"""Boundary moves: two clusters' union split afresh, or a share of one
+cluster's rows moved across to the other.
 
 The final phase of ``AnnealedRBFKMeans`` tries them from the fixed point of
 Lloyd, the single-sample moves and the polish, within a budget of Lloyd
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 from _rbf_oracle import distortion, lloyd_step
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.cluster import KMeans
 from sklearn.datasets import load_diabetes, make_blobs
 from sklearn.preprocessing import StandardScaler
 
@@ -18,8 +20,10 @@ from skrbfkmeans._engine.passes import squared_norms
 from skrbfkmeans._lloyd import IncrementalLloyd
 from skrbfkmeans._polish import (
     BOUNDARY_SHARES,
+    _all_trials,
     _boundary_pairs,
     _boundary_trials,
+    _resplit_trial,
     boundary_moves,
 )
 from skrbfkmeans._rows import MemoryRows
@@ -114,6 +118,61 @@ def test_trials_move_the_rows_nearest_the_other_cluster():
     assert list(_boundary_trials(lone, 0, 1)) == []
 
 
+def test_resplit_is_a_two_means_of_the_union():
+    # Check the union trial: its two centres are a fixed point of weighted
+    # Lloyd on the rows of a and b together (each the weighted mean of the
+    # union's rows nearest it), the other centres are kept, and the state
+    # it comes from is untouched; a union of identical rows has no trial.
+    rng = np.random.default_rng(5)
+    X = np.vstack(
+        [rng.normal(m, 1.0, (40, 3)) for m in ([0, 0, 0], [3, 0, 0], [0, 9, 0])]
+    )
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    offset = X.mean(axis=0)
+    centers = np.array([X[:60].mean(0), X[60:80].mean(0), X[80:].mean(0)])
+    state = IncrementalLloyd(
+        MemoryRows(X, w, offset, squared_norms(X, offset)), centers
+    )
+    labels, before = state.labels.copy(), state.centers.copy()
+    trial = _resplit_trial(state, 0, 1)
+    union = np.isin(labels, (0, 1))
+    kids = trial.centers[[0, 1]]
+    assert_allclose(lloyd_step(X[union], kids, w[union]), kids, rtol=1e-10)
+    assert_array_equal(trial.centers[2], before[2])
+    assert not np.allclose(kids, before[[0, 1]])  # a fresh split of the union
+    assert_array_equal(state.labels, labels)
+    assert_array_equal(state.centers, before)
+    # Cluster 2 is empty: the union of 0 and 2 is five equal rows.
+    same = np.vstack([np.zeros((5, 3)), np.full((5, 3), 7.0)])
+    ones, zero = np.ones(10), np.zeros(3)
+    twin = IncrementalLloyd(
+        MemoryRows(same, ones, zero, squared_norms(same, zero)),
+        np.array([[0.0, 0.0, 0.0], [7.0, 7.0, 7.0], [99.0, 99.0, 99.0]]),
+    )
+    assert _resplit_trial(twin, 0, 2) is None
+    assert _resplit_trial(twin, 0, 1) is not None
+
+
+def test_trials_come_unions_first_then_shares():
+    # Check the order of the trials against the pair order: every
+    # neighbouring pair's union once (at its first direction), then each
+    # ordered pair's shares.
+    X, _ = make_blobs(300, centers=5, random_state=2)
+    centers = _fixed_point(X, 5, 2)
+    w = np.ones(X.shape[0])
+    offset = np.zeros(2)
+    state = IncrementalLloyd(
+        MemoryRows(X, w, offset, squared_norms(X, offset)), centers
+    )
+    pairs = _boundary_pairs(X, w, centers, offset)
+    unions = []
+    for a, b in pairs:
+        if (min(a, b), max(a, b)) not in unions:
+            unions.append((min(a, b), max(a, b)))
+    expected = unions + [p for p in pairs for _ in BOUNDARY_SHARES]
+    assert [(a, b) for a, b, _ in _all_trials(state)] == expected
+
+
 def test_pairs_rank_the_shared_boundary():
     # Check the pair order against a brute-force count: the weight of a's
     # rows whose second-nearest centre is b, largest first.
@@ -136,7 +195,7 @@ def test_annealed_fit_never_above_its_fit_without_them(monkeypatch):
     # other moves reach, so a fit with them is never above the same fit
     # without them and stays certified; on standardised diabetes (k=3),
     # where single-sample moves and the polish stop above ten k-means++
-    # restarts, they go lower.
+    # restarts, they reach those restarts' solution.
     diabetes = StandardScaler().fit_transform(load_diabetes(return_X_y=True)[0])
     blobs = make_blobs(500, centers=7, cluster_std=2.0, random_state=0)[0]
     for X, k in [(diabetes, 3), (blobs, 6)]:
@@ -148,3 +207,6 @@ def test_annealed_fit_never_above_its_fit_without_them(monkeypatch):
         assert fitted.certified_
         if X is diabetes:
             assert fitted.inertia_ < without.inertia_ * (1 - 1e-5)
+            km = KMeans(3, n_init=10, random_state=0).fit(X)
+            assert without.inertia_ > km.inertia_ * (1 + 1e-6)
+            assert fitted.inertia_ <= km.inertia_ * (1 + 1e-9)
