@@ -461,9 +461,9 @@ def _final_phase(
     move kept, or once ``BOUNDARY_BUDGET`` times ``n_iter`` Lloyd
     iterations found none; after a move kept, the polish again and a new
     search. Every move kept strictly lowers the distortion, so the searches
-    end. The result is a fixed point of the single-sample moves
-    and the polish (and of Lloyd's), never above the one they reached
-    first, which the certificate then checks afresh.
+    end. The result is a fixed point of the single-sample moves and the
+    polish (and of Lloyd's), never above the one they reached first, which
+    the certificate then checks afresh.
     """
     max_iter, polish, verbose = settings.max_iter, settings.polish, settings.verbose
     it, conv = 0, False

@@ -155,8 +155,8 @@ def test_resplit_is_a_two_means_of_the_union():
 
 def test_trials_come_unions_first_then_shares():
     # Check the order of the trials against the pair order: every
-    # neighbouring pair's union once (at its first direction), then each
-    # ordered pair's shares.
+    # neighbouring pair's union once (where either direction first comes),
+    # then each ordered pair's shares.
     X, _ = make_blobs(300, centers=5, random_state=2)
     centers = _fixed_point(X, 5, 2)
     w = np.ones(X.shape[0])

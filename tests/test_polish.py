@@ -7,10 +7,11 @@ from _data import DTYPE_IDS, DTYPES, unequal_clusters
 from _rbf_oracle import distortion, lloyd_step
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
-from sklearn.datasets import make_blobs
+from sklearn.datasets import load_iris, make_blobs
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
-from skrbfkmeans import AnnealedRBFKMeans, kmeans_polish
+from skrbfkmeans import AnnealedRBFKMeans, kmeans_hartigan, kmeans_polish
 
 
 @pytest.mark.parametrize("n_clusters", [2, 5, 9], ids=lambda k: f"k{k}")
@@ -173,3 +174,18 @@ def test_polish_needs_a_hard_solution():
     X = unequal_clusters(0)
     km = AnnealedRBFKMeans(4, sigma_end=1.0).fit(X)
     assert km.n_polish_moves_ == 0
+
+
+@pytest.mark.parametrize("k", [5, 10])
+def test_annealed_fit_ends_where_neither_search_gains(k):
+    # Check the final phase's fixed point: from the fitted centres, neither
+    # a pass of the polish nor a single-sample move lowers the inertia (the
+    # polish runs single-sample moves inside; standardised iris, where both
+    # act during the fit).
+    X = StandardScaler().fit_transform(load_iris().data)
+    fitted = AnnealedRBFKMeans(k).fit(X)
+    assert fitted.n_polish_moves_ >= 1
+    _, _, inertia, n_moves = kmeans_polish(X, fitted.cluster_centers_)
+    assert n_moves == 0
+    assert inertia == pytest.approx(fitted.inertia_, rel=1e-12)
+    assert kmeans_hartigan(X, fitted.cluster_centers_)[3] == 0
