@@ -41,6 +41,12 @@ MAX_PAIRS = 24
 BOUNDARY_SHARES = (0.125, 0.25, 0.5)
 
 
+def _dense_rows(X, idx):
+    """Rows ``idx`` of ``X`` (dense or CSR) as a dense float64 array."""
+    Xi = X[idx]
+    return np.asarray(Xi.toarray() if sp.issparse(Xi) else Xi, dtype=np.float64)
+
+
 def _two_means(Xl, wl, max_iter=100):
     """Weighted 2-means of one cluster, seeded along its principal axis.
 
@@ -89,9 +95,7 @@ def _candidates(X, w, centers, offset, x_sq):
         rows = np.flatnonzero((labels == c) & (w > 0))
         if rows.size < 2:
             continue
-        Xl = X[rows]
-        Xl = Xl.toarray() if sp.issparse(Xl) else np.asarray(Xl)
-        Xl = Xl.astype(np.float64)
+        Xl = _dense_rows(X, rows)
         if np.ptp(Xl, axis=0).max() == 0:
             continue  # identical points: nothing to split
         kids, sse2 = _two_means(Xl, w[rows].astype(np.float64))
@@ -145,9 +149,7 @@ def _resplit_trial(state, a, b):
     """
     rows = state.rows
     idx = np.flatnonzero(np.isin(state.labels, (a, b)) & (rows.w > 0))
-    Xab = rows.X[idx]
-    Xab = Xab.toarray() if sp.issparse(Xab) else np.asarray(Xab)
-    Xab = Xab.astype(np.float64)
+    Xab = _dense_rows(rows.X, idx)
     if idx.size < 2 or np.ptp(Xab, axis=0).max() == 0:
         return None
     kids, _ = _two_means(Xab, rows.w[idx].astype(np.float64))
@@ -169,9 +171,7 @@ def _boundary_trials(state, a, b):
     idx = np.flatnonzero((state.labels == a) & (rows.w > 0))
     if idx.size < 2:
         return
-    Xa = rows.X[idx]
-    Xa = Xa.toarray() if sp.issparse(Xa) else np.asarray(Xa)
-    Xa = Xa.astype(np.float64) - rows.offset
+    Xa = _dense_rows(rows.X, idx) - rows.offset
     toward = (state.centers[b] - state.centers[a]).astype(np.float64)
     order = np.argsort(-(Xa @ toward), kind="stable")
     wa = rows.w[idx].astype(np.float64)
