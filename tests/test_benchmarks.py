@@ -21,6 +21,7 @@ SCRIPTS = sorted(BENCHMARKS.glob("bench_*.py"))
 # header. A new script adds its own here; the test then checks that a row
 # follows that header.
 HEADINGS = {
+    "bench_deep_clustering.py": "NMI mean",
     "bench_entmax.py": "x softmax",
     "bench_fit.py": "entmax15",
     "bench_memory.py": "tracemalloc",
