@@ -22,12 +22,7 @@ from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
-from skrbfkmeans.torch import rbf_kmeans_loss  # noqa: E402
-from skrbfkmeans.torch._loss import (  # noqa: E402
-    _free_energy,
-    temperature,
-    working_units,
-)
+from skrbfkmeans.torch import RBFKMeansLayer, rbf_kmeans_loss  # noqa: E402
 
 ACTIVATIONS = ["softmax", "entmax15"]
 
@@ -264,8 +259,10 @@ def test_gradient_step_is_m_step(global_random_seed):
     c = torch.from_numpy(C).requires_grad_()
     sw = torch.from_numpy(w)
     rbf_kmeans_loss(z, c, 1.1, "entmax15", sample_weight=sw).backward()
-    zc, mc, scale = working_units(z, c.detach())
-    _, R = _free_energy(zc, mc, temperature(1.1, scale, z.dtype), "entmax15")
+    layer = RBFKMeansLayer(*C.shape, sigma=1.1, dtype=torch.float64)
+    with torch.no_grad():
+        layer.centers.copy_(c)
+        R = layer(z)
     N = R.T @ sw
     stepped = c.detach() - c.grad / (2 * N[:, None])
     expected = (R * sw[:, None]).T @ z / N[:, None]
@@ -294,7 +291,7 @@ def _bad(**kwargs):
         (_bad(centers=torch.zeros(2, 4, dtype=torch.float64)), ValueError, "features"),
         (_bad(centers=torch.zeros(2, 3)), ValueError, "dtype"),
         (_bad(z=torch.zeros(6, 3, dtype=torch.int64)), TypeError, "floating"),
-        (_bad(z=torch.zeros(6, dtype=torch.float64)), ValueError, "shape"),
+        (_bad(z=torch.zeros(6, dtype=torch.float64)), ValueError, "features"),
         (_bad(z=np.zeros((6, 3))), TypeError, "torch.Tensor"),
     ],
     ids=[

@@ -6,17 +6,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._loss import (
-    check_activation,
-    check_codes,
-    check_sigma,
-    rbf_kmeans_loss,
-    scores,
-    temperature,
-    work_dtype,
-    working_units,
-)
-from ._maps import entmax15
+from ._checks import check_activation, check_codes, check_sample_weight, check_sigma
+from ._geometry import geometry, score_factor, work_dtype
+from ._loss import rbf_kmeans_loss, responsibilities, without_autocast
 
 
 def _check_count(value, name):
@@ -26,16 +18,18 @@ def _check_count(value, name):
 
 
 def squared_distances(z, centers):
-    """``||z_i - mu_j||^2`` (n x k), without autograd, in working units.
+    """``||z_i - mu_j||^2`` (n x k), without autograd, in the working dtype.
 
-    Returns the distances and the power of 2 they are divided by (squared).
+    Each row in its own units (see :mod:`._geometry`): a row's distances
+    depend on that row and the centres only, and overflow only where their
+    value does.
     """
-    with torch.no_grad():
-        dtype = work_dtype(z.dtype)
-        zc, mc, scale = working_units(z.to(dtype), centers.to(dtype))
-        d = (zc * zc).sum(dim=1, keepdim=True) + (mc * mc).sum(dim=1)
-        d = (d - 2.0 * zc @ mc.T).clamp(min=0.0)
-    return d, scale
+    with torch.no_grad(), without_autocast(z.device):
+        dtype = work_dtype(z.dtype, centers.dtype)
+        geo = geometry(z.to(dtype), centers.to(dtype))
+        r = geo.r
+        d = r * (r * (geo.a * geo.a).sum(dim=1, keepdim=True) - geo.c * geo.h)
+    return d.clamp(min=0.0)
 
 
 class RBFKMeansLayer(nn.Module):
@@ -135,7 +129,11 @@ class RBFKMeansLayer(nn.Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        """Draw the centres from a standard normal distribution."""
+        """Draw the centres from a standard normal distribution.
+
+        A start that knows nothing of the codes: prefer :meth:`init_centers`
+        (k-means++ on a batch of codes) or :meth:`from_estimator`.
+        """
         nn.init.normal_(self.centers)
 
     def extra_repr(self):
@@ -155,30 +153,34 @@ class RBFKMeansLayer(nn.Module):
 
         Parameters
         ----------
-        z : torch.Tensor of shape (n_samples, n_features)
-            Codes, with the layer's dtype and device.
+        z : torch.Tensor of shape (..., n_features)
+            Codes on the layer's device, with its dtype (float16 or bfloat16
+            codes, as an encoder gives under autocast, are computed in
+            float32 against the centres).
 
         Returns
         -------
-        resp : torch.Tensor of shape (n_samples, n_clusters)
+        resp : torch.Tensor of shape (..., n_clusters)
             Each row sums to one; exact zeros outside the support with
-            entmax-1.5. Differentiable in ``z`` and in the centres.
+            entmax-1.5. In the dtype of ``z``; differentiable in ``z`` and
+            in the centres. Row ``i`` depends on ``z_i`` and the layer only:
+            a NaN row gives NaN in that row alone.
         """
         check_codes(z, self.centers)
-        dtype = work_dtype(z.dtype)
-        zc, mc, scale = working_units(z.to(dtype), self.centers.to(dtype))
-        s = scores(zc, mc, temperature(check_sigma(self.sigma), scale, dtype))
-        resp = torch.softmax(s, dim=1) if self.activation == "softmax" else entmax15(s)
-        return resp.to(z.dtype)
+        dtype = work_dtype(z.dtype, self.centers.dtype)
+        with without_autocast(z.device):
+            geo = geometry(z.reshape(-1, z.shape[-1]).to(dtype), self.centers.to(dtype))
+            resp = responsibilities(geo, score_factor(geo, self.sigma), self.activation)
+        return resp.reshape(*z.shape[:-1], self.n_clusters).to(z.dtype)
 
     def loss(self, z, sample_weight=None, reduction="sum"):
         """Return the RBF K-Means free energy of ``z`` at the layer's width.
 
         Parameters
         ----------
-        z : torch.Tensor of shape (n_samples, n_features)
-            Codes, with the layer's dtype and device.
-        sample_weight : torch.Tensor of shape (n_samples,), default=None
+        z : torch.Tensor of shape (..., n_features)
+            Codes on the layer's device.
+        sample_weight : torch.Tensor of shape z.shape[:-1], default=None
             Non-negative weights of the rows.
         reduction : {"sum", "mean"}, default="sum"
             ``"mean"`` divides by the total weight.
@@ -203,30 +205,123 @@ class RBFKMeansLayer(nn.Module):
 
         Parameters
         ----------
-        z : torch.Tensor of shape (n_samples, n_features)
-            Codes, with the layer's dtype and device.
+        z : torch.Tensor of shape (..., n_features)
+            Codes on the layer's device.
 
         Returns
         -------
-        labels : torch.Tensor of shape (n_samples,)
-            Indices (int64) of the nearest centres; ties go to the first.
+        labels : torch.Tensor of shape z.shape[:-1]
+            Indices (int64) of the nearest centres; ties go to the first. A
+            row that is not finite (NaN or infinite) has no nearest centre
+            and gets -1.
         """
         check_codes(z, self.centers)
-        d, _ = squared_distances(z, self.centers)
-        return d.argmin(dim=1)
+        flat = z.reshape(-1, z.shape[-1])
+        labels = squared_distances(flat, self.centers).argmin(dim=1)
+        finite = torch.isfinite(flat).all(dim=1)
+        labels = torch.where(finite, labels, -1)
+        return labels.reshape(z.shape[:-1])
 
-    @classmethod
-    def from_estimator(cls, estimator, *, device=None, dtype=None):
-        """Build a layer from a fitted RBFKMeans or AnnealedRBFKMeans.
+    @torch.no_grad()
+    def init_centers(self, z, *, sample_weight=None, random_state=None):
+        """Set the centres by k-means++ on a batch of codes.
 
         Parameters
         ----------
-        estimator : RBFKMeans or AnnealedRBFKMeans
-            A fitted estimator: the layer takes its ``cluster_centers_``,
-            ``sigma_`` and the activation of its final fit (for
-            AnnealedRBFKMeans with ``activation="auto"``, the one it ended
-            with). ``sigma_ = 0`` (``RBFKMeans(sigma=0)``, KMeans's fit)
-            gives a layer at width 0, the hard limit.
+        z : torch.Tensor of shape (..., n_features)
+            Codes (a first batch, or all of them), with at least
+            ``n_clusters`` finite rows; not differentiated.
+        sample_weight : torch.Tensor of shape z.shape[:-1], default=None
+            Non-negative weights of the rows.
+        random_state : int, RandomState instance or None, default=None
+            Seeds the draws, as in :func:`sklearn.cluster.kmeans_plusplus`
+            (which this calls, in float64 on the CPU).
+
+        Returns
+        -------
+        self : RBFKMeansLayer
+            The layer, its centres set to ``n_clusters`` rows of ``z``.
+        """
+        from sklearn.cluster import kmeans_plusplus
+
+        check_codes(z, self.centers)
+        w = check_sample_weight(sample_weight, z, torch.float64).cpu().numpy()
+        X = z.detach().reshape(-1, z.shape[-1]).to("cpu", torch.float64).numpy()
+        centers, _ = kmeans_plusplus(
+            X, self.n_clusters, sample_weight=w, random_state=random_state
+        )
+        self.centers.copy_(torch.from_numpy(centers))
+        return self
+
+    @torch.no_grad()
+    def reseed_dead_centers(self, z, *, sample_weight=None, reassignment_ratio=0.01):
+        """Move the centres that no row of ``z`` uses onto the rows that cost most.
+
+        A centre is dead when its responsibility mass on ``z`` (at the
+        layer's width, with its activation) is at most ``reassignment_ratio``
+        times the largest centre's, as scikit-learn's ``MiniBatchKMeans``
+        reassigns centres with few rows. Each dead centre, in index order,
+        is moved onto the row farthest (weighted squared distance) from
+        every centre still in use or already moved: a farthest-first
+        traversal, deterministic. Centres that share their mass (coincident
+        copies at a large width) are not dead.
+
+        Parameters
+        ----------
+        z : torch.Tensor of shape (..., n_features)
+            Codes (a batch, or all of them); not differentiated. Rows that
+            are not finite are ignored.
+        sample_weight : torch.Tensor of shape z.shape[:-1], default=None
+            Non-negative weights of the rows.
+        reassignment_ratio : float, default=0.01
+            The mass, relative to the largest, at or below which a centre is
+            dead.
+
+        Returns
+        -------
+        moved : torch.Tensor of shape (n_moved,)
+            Indices (int64) of the centres moved, in order. An optimiser's
+            state for them (Adam's moments) is left as it was.
+        """
+        check_codes(z, self.centers)
+        flat = z.reshape(-1, z.shape[-1])
+        dtype = work_dtype(z.dtype, self.centers.dtype)
+        w = check_sample_weight(sample_weight, z, dtype)
+        w = torch.where(torch.isfinite(flat).all(dim=1), w, 0.0)
+        flat = torch.where(w[:, None] > 0, flat.to(dtype), 0.0)
+        mass = w @ self(flat).to(dtype)
+        dead = torch.nonzero(mass <= reassignment_ratio * mass.max()).flatten()
+        alive = torch.ones_like(mass, dtype=torch.bool)
+        alive[dead] = False
+        if dead.numel() == 0 or not bool(alive.any()):
+            return dead[:0]
+        cost = w * squared_distances(flat, self.centers[alive]).amin(dim=1)
+        moved = []
+        for j in dead.tolist():
+            i = int(cost.argmax())
+            if not cost[i] > 0:
+                break  # every row sits on a centre
+            self.centers[j] = flat[i].to(self.centers.dtype)
+            moved.append(j)
+            to_new = squared_distances(flat, flat[i : i + 1])[:, 0]
+            cost = torch.minimum(cost, w * to_new)
+        return torch.tensor(moved, dtype=torch.int64, device=mass.device)
+
+    @classmethod
+    def from_estimator(cls, estimator, *, device=None, dtype=None):
+        """Build a layer from a fitted K-Means estimator.
+
+        Parameters
+        ----------
+        estimator : fitted estimator with ``cluster_centers_``
+            RBFKMeans or AnnealedRBFKMeans (the layer takes their
+            ``cluster_centers_``, ``sigma_`` and the activation of the final
+            fit: for AnnealedRBFKMeans with ``activation="auto"``, the one it
+            ended with), or any other estimator with ``cluster_centers_``,
+            such as scikit-learn's ``KMeans`` and ``MiniBatchKMeans``: a
+            layer at width 0 (the hard limit, K-Means itself) with the
+            entmax-1.5 activation. ``sigma_ = 0`` (``RBFKMeans(sigma=0)``)
+            also gives width 0.
         device : torch.device, default=None
             Device of the layer.
         dtype : torch.dtype, default=None
@@ -236,21 +331,38 @@ class RBFKMeansLayer(nn.Module):
         -------
         layer : RBFKMeansLayer
             Its ``predict`` equals the estimator's (ties aside).
-        """
-        from sklearn.utils.validation import check_is_fitted
 
-        check_is_fitted(estimator, ["cluster_centers_", "sigma_"])
+        Raises
+        ------
+        sklearn.exceptions.NotFittedError
+            If the estimator has no ``cluster_centers_``.
+        """
+        from sklearn.exceptions import NotFittedError
+
+        if not hasattr(estimator, "cluster_centers_"):
+            raise NotFittedError(
+                f"This {type(estimator).__name__} instance is not fitted yet "
+                "(it has no cluster_centers_): call fit before building a "
+                "layer from it."
+            )
         centers = torch.as_tensor(np.asarray(estimator.cluster_centers_))
+        if centers.dim() != 2 or not centers.is_floating_point():
+            raise ValueError(
+                "cluster_centers_ must be a floating array of shape "
+                f"(n_clusters, n_features), got {tuple(centers.shape)} "
+                f"{centers.dtype}."
+            )
         if dtype is None:
             dtype = centers.dtype
         # AnnealedRBFKMeans(activation="auto") ends with the activation it
-        # chose; RBFKMeans keeps its parameter.
+        # chose; RBFKMeans keeps its parameter; K-Means has neither.
         final = getattr(estimator, "_final_activation", None)
-        activation = final() if final is not None else estimator.activation
+        activation = final() if final is not None else None
+        activation = activation or getattr(estimator, "activation", "entmax15")
         layer = cls(
             centers.shape[0],
             centers.shape[1],
-            sigma=float(estimator.sigma_),
+            sigma=float(getattr(estimator, "sigma_", 0.0)),
             activation=activation,
             device=device,
             dtype=dtype,

@@ -1,141 +1,43 @@
 """The RBF K-Means free energy as a PyTorch function, with its Danskin backward.
 
-Distances are computed in working units, as the NumPy engine does: rows and
-centres centred on the mean of the rows and, when their magnitude is far from
-1, scaled by a power of 2 (exact), so that squared distances neither overflow
-nor underflow. ``T = 2 sigma^2`` is clamped to the dtype's normal range: its
-limits are the hard assignment and uniform responsibilities, which a clamped
-``T`` reproduces to working precision.
+Distances come from :mod:`._geometry`: each row in its own units, centred on
+the centres (never on the batch), so a row's loss term and gradient depend on
+that row and the centres only. The temperature enters as a per-row factor
+read from exponents, clamped to the dtype's normal range: its limits are the
+hard assignment and uniform responsibilities, which a clamped factor
+reproduces to working precision.
 """
 
-import math
-import numbers
+import contextlib
 
 import torch
 
-from ._maps import entmax15_probs
-
-ACTIVATIONS = ("softmax", "entmax15")
-REDUCTIONS = ("sum", "mean")
-
-
-def check_sigma(sigma):
-    """Return ``sigma`` (a real number or a 0-d tensor) as a float ``>= 0``."""
-    if isinstance(sigma, torch.Tensor):
-        if sigma.numel() != 1:
-            raise ValueError(
-                f"sigma must be a number or a 0-d tensor, got shape "
-                f"{tuple(sigma.shape)}."
-            )
-        sigma = float(sigma)
-    if isinstance(sigma, bool) or not isinstance(sigma, numbers.Real):
-        raise TypeError(f"sigma must be a real number, got {sigma!r}.")
-    sigma = float(sigma)
-    if not (math.isfinite(sigma) and sigma >= 0):
-        raise ValueError(f"sigma must be a finite number >= 0, got {sigma!r}.")
-    return sigma
+from ._checks import (
+    REDUCTIONS,
+    check_activation,
+    check_codes,
+    check_sample_weight,
+    compiling,
+    width_tensor,
+)
+from ._geometry import (
+    centred,
+    gaps,
+    geometry,
+    nearest_distance,
+    score_factor,
+    scores,
+    work_dtype,
+)
+from ._maps import entmax15, entmax15_probs
 
 
-def check_activation(activation):
-    if activation not in ACTIVATIONS:
-        raise ValueError(
-            f"activation must be one of {ACTIVATIONS}, got {activation!r}."
-        )
-    return activation
-
-
-def check_codes(z, centers):
-    """Validate the rows ``z`` (n x d) against the centres (k x d)."""
-    checks = [
-        (z, "z", "(n_samples, n_features)"),
-        (centers, "centers", "(n_clusters, n_features)"),
-    ]
-    for x, name, shape in checks:
-        if not isinstance(x, torch.Tensor):
-            raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}.")
-        if not x.is_floating_point():
-            raise TypeError(f"{name} must be a floating-point tensor, got {x.dtype}.")
-        if x.dim() != 2:
-            raise ValueError(f"{name} must have shape {shape}, got {tuple(x.shape)}.")
-    if z.shape[1] != centers.shape[1]:
-        raise ValueError(
-            f"centers has {centers.shape[1]} features but z has {z.shape[1]}."
-        )
-    if centers.shape[0] == 0 or z.shape[0] == 0:
-        raise ValueError("z and centers need at least one row each.")
-    if z.dtype != centers.dtype or z.device != centers.device:
-        raise ValueError(
-            f"z ({z.dtype}, {z.device}) and centers ({centers.dtype}, "
-            f"{centers.device}) must have the same dtype and device."
-        )
-
-
-def check_sample_weight(sample_weight, z):
-    """Return the weights as a tensor of ``z``'s dtype and device (ones if None)."""
-    if sample_weight is None:
-        return torch.ones(z.shape[0], dtype=z.dtype, device=z.device)
-    w = torch.as_tensor(sample_weight, dtype=z.dtype, device=z.device)
-    if w.shape != (z.shape[0],):
-        raise ValueError(
-            f"sample_weight must have shape ({z.shape[0]},), got {tuple(w.shape)}."
-        )
-    if not bool(torch.isfinite(w).all()) or bool((w < 0).any()):
-        raise ValueError("sample_weight must be finite and non-negative.")
-    return w
-
-
-def work_dtype(dtype):
-    """float16 and bfloat16 compute in float32."""
-    return torch.float32 if torch.finfo(dtype).bits < 32 else dtype
-
-
-def working_units(z, centers):
-    """Centred rows and centres, and the power of 2 that divides them.
-
-    The centring point is the mean of the rows (any point gives the same
-    distances; this one keeps them from cancelling far from the origin). A
-    magnitude outside ``2 ** +-(maxexp / 4)`` is brought near 1 by an
-    exact power of 2, as the NumPy engine does (``_scaling.safe_scale``).
-    Works on whatever ``z`` and ``centers`` are: differentiable when they are.
-    """
-    offset = z.detach().mean(dim=0)
-    zc, mc = z - offset, centers - offset
-    with torch.no_grad():
-        magnitude = float(torch.maximum(zc.abs().amax(), mc.abs().amax()))
-    finfo = torch.finfo(z.dtype)
-    limit = round(math.log2(finfo.max)) // 4
-    scale = 1.0
-    if math.isfinite(magnitude) and magnitude > 0:
-        exponent = math.frexp(magnitude)[1]
-        if not -limit <= exponent <= limit:
-            min_exp = round(math.log2(finfo.tiny)) + 2
-            scale = math.ldexp(1.0, max(exponent, min_exp))
-    if scale != 1.0:
-        zc, mc = zc / scale, mc / scale
-    return zc, mc, scale
-
-
-def temperature(sigma, scale, dtype):
-    """``T = 2 (sigma / scale) ** 2``, clamped to the normal range of ``dtype``."""
-    finfo = torch.finfo(dtype)
-    try:
-        T = 2.0 * (sigma / scale) ** 2
-    except OverflowError:
-        T = math.inf
-    return min(max(T, finfo.tiny), finfo.max)
-
-
-def scores(zc, mc, T):
-    """``-||z_i - mu_j||^2 / T`` up to a constant per row: the maps' input.
-
-    ``||z_i||^2`` is the same for every centre and cancels in the maps; so
-    does the row maximum, subtracted before the division so that a small
-    ``T`` sends the far entries to ``-inf`` (their limit) and never the
-    nearest to ``+inf``. Differentiable in ``zc`` and ``mc`` (a constant per
-    row has no gradient through the maps).
-    """
-    s = 2.0 * zc @ mc.T - (mc * mc).sum(dim=1)
-    return (s - s.detach().amax(dim=1, keepdim=True)) / T
+def without_autocast(device):
+    """Turn autocast off: the distances and the maps run in the working dtype."""
+    available = getattr(torch.amp, "is_autocast_available", None)
+    if available is not None and not available(device.type):
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, enabled=False)
 
 
 def _entropy_gap(R):
@@ -158,74 +60,135 @@ def _entropy_gap(R):
     return torch.where(one_hot, (4.0 / 3.0) * (1.0 - c), gap)
 
 
-def _free_energy(zc, mc, T, activation):
+def free_energy(geo, factor, activation):
     """Per-row free energy (measured from ``k`` coincident centres) and ``R``.
 
-    Softmax: ``-T log(mean_j exp(-d_ij / T))``, as ``d_min - T log1p(mean_j
-    expm1(-D_ij / T))`` with ``D = d - d_min >= 0`` (no exponent of a raw
-    score, full precision when ``T`` is large). Entmax-1.5: ``<r, d> + T
-    (H_max - H_1.5(r))``. Both are clipped to ``[d_min, d_mean]``, where the
-    exact values lie (rounding only).
+    In row units (``Delta = (d - d_min) / (r c)``, ``f = r c / T``), with
+    ``phi`` the free energy above ``d_min`` divided by ``r c``: softmax,
+    ``phi = -log1p(mean_j expm1(-f Delta_j)) / f`` (no exponent of a raw
+    score, full precision when ``T`` is large); entmax-1.5, ``phi = <r,
+    Delta> + (H_max - H_1.5(r)) / f``. ``phi`` is clipped to ``[0, mean_j
+    Delta_j]``, where the exact value lies (rounding only).
     """
-    n_clusters = mc.shape[0]
-    e = (mc * mc).sum(dim=1) - 2.0 * zc @ mc.T
-    e_min = e.amin(dim=1, keepdim=True)
-    d_min = ((zc * zc).sum(dim=1) + e_min[:, 0]).clamp(min=0.0)
-    D = (e - e_min).clamp(min=0.0)
-    d_mean = d_min + D.mean(dim=1)
+    n_clusters = geo.h.shape[1]
+    delta = gaps(geo)
+    f = factor[:, 0]
     if activation == "softmax":
-        Q = torch.expm1(-D / T)
-        F = d_min - T * torch.log1p(Q.mean(dim=1))
-        # expm1 already holds exp(-D / T) - 1: the responsibilities follow
+        Q = torch.expm1(-factor * delta)
+        phi = -torch.log1p(Q.mean(dim=1)) / f
+        # expm1 already holds exp(-f Delta) - 1: the responsibilities follow
         # without a second exp.
         R = (Q + 1.0) / n_clusters
         R = R / R.sum(dim=1, keepdim=True)
     else:
-        R = entmax15_probs(-D / T, 1)
-        F = d_min + (R * D).sum(dim=1) + T * _entropy_gap(R)
-    F = torch.minimum(torch.maximum(F, d_min), d_mean)
+        R = entmax15_probs(-factor * delta, 1)
+        phi = (R * delta).sum(dim=1) + _entropy_gap(R) / f
+    phi = torch.minimum(phi.clamp(min=0.0), delta.mean(dim=1))
+    # r and c separately: their product may overflow where the term does not.
+    F = nearest_distance(geo) + (geo.r[:, 0] * phi) * geo.c
     return F, R
 
 
+def responsibilities(geo, factor, activation):
+    """The map of the scores, differentiable (autograd through the map)."""
+    s = scores(geo, factor)
+    return torch.softmax(s, dim=1) if activation == "softmax" else entmax15(s, 1)
+
+
+def _danskin(zo, mo, w, R):
+    """``dF/dz`` (n x d) and ``dF/dmu`` (k x d) for ``F = sum_i w_i F_i``.
+
+    ``dF/dz_i = 2 w_i (z_i - sum_j r_ij mu_j)`` and ``dF/dmu_j = 2 (N_j mu_j
+    - S_j)`` with ``N`` and ``S`` the responsibilities' weighted sums; the
+    offset cancels in both. Differentiable in whatever ``R`` is.
+    """
+    wR = R * w[:, None]
+    grad_z = 2.0 * w[:, None] * (zo - R @ mo)
+    grad_centers = 2.0 * (wR.sum(dim=0)[:, None] * mo - wR.T @ zo)
+    return grad_z, grad_centers
+
+
 class _RBFKMeansLoss(torch.autograd.Function):
-    """Free energy; backward from the optimal responsibilities (Danskin)."""
+    """Free energy; backward from the optimal responsibilities (Danskin).
+
+    The forward also returns ``R``, ``z - offset`` and ``mu - offset``
+    (not differentiable) so that ``setup_context`` can save them: the
+    Function then works under ``torch.func`` (``grad``, ``vmap``, ``jvp``).
+    When the backward itself is differentiated (``create_graph=True``,
+    Hessians, ``torch.func.hessian``), it recomputes ``R`` from the inputs
+    with autograd through the map, so the second derivatives are exact
+    instead of treating ``R`` as a constant.
+    """
+
+    generate_vmap_rule = True
 
     @staticmethod
-    def forward(ctx, z, centers, w, sigma, activation, mean):
-        dtype = work_dtype(z.dtype)
-        zc, mc, scale = working_units(z.to(dtype), centers.to(dtype))
+    def forward(z, centers, w, sigma, activation, mean):
+        dtype = work_dtype(z.dtype, centers.dtype)
+        with without_autocast(z.device):
+            geo = geometry(z.to(dtype), centers.to(dtype))
+            F, R = free_energy(geo, score_factor(geo, sigma), activation)
+            wd = w.to(dtype)
+            loss = wd @ F
+            if mean:
+                loss = loss / wd.sum()
+            zo, mo = centred(geo)
+        return loss, R, zo, mo
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        z, centers, w, sigma, activation, mean = inputs
+        _, R, zo, mo = output
+        ctx.mark_non_differentiable(R, zo, mo)
+        ctx.save_for_backward(z, centers, w, sigma, R, zo, mo)
+        ctx.save_for_forward(w, R, zo, mo)
+        ctx.activation, ctx.mean = activation, mean
+
+    @staticmethod
+    def _unit_gradients(ctx, z, centers, w, sigma, R, zo, mo):
+        dtype = zo.dtype
         wd = w.to(dtype)
-        T = temperature(sigma, scale, dtype)
-        F, R = _free_energy(zc, mc, T, activation)
-        # Twice by the scale: its square may overflow where the product
-        # does not.
-        loss = (wd @ F) * scale * scale
-        factor = 1.0
-        if mean:
-            factor = 1.0 / wd.sum()
-            loss = loss * factor
-        ctx.save_for_backward(zc, mc, wd, R)
-        ctx.scale, ctx.factor = scale, factor
-        ctx.dtypes = (z.dtype, centers.dtype)
-        return loss.to(z.dtype)
+        if torch.is_grad_enabled():
+            # Differentiated again: R as a function of the inputs.
+            geo = geometry(z.to(dtype), centers.to(dtype))
+            R = responsibilities(geo, score_factor(geo, sigma), ctx.activation)
+            zo, mo = centred(geo)
+        grad_z, grad_centers = _danskin(zo, mo, wd, R)
+        if ctx.mean:
+            total = wd.sum()
+            grad_z, grad_centers = grad_z / total, grad_centers / total
+        return grad_z, grad_centers
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, g):
-        zc, mc, w, R = ctx.saved_tensors
-        g = g.to(zc.dtype) * ctx.factor * ctx.scale
-        grad_z = grad_centers = None
-        if ctx.needs_input_grad[0]:
-            # dF/dz_i = 2 w_i (z_i - sum_j r_ij mu_j), in centred coordinates.
-            grad_z = (2.0 * g) * w[:, None] * (zc - R @ mc)
-            grad_z = grad_z.to(ctx.dtypes[0])
-        if ctx.needs_input_grad[1]:
-            # dF/dmu_j = 2 (N_j mu_j - S_j), N and S from the responsibilities.
-            wR = R * w[:, None]
-            N = wR.sum(dim=0)
-            grad_centers = (2.0 * g) * (N[:, None] * mc - wR.T @ zc)
-            grad_centers = grad_centers.to(ctx.dtypes[1])
+    def backward(ctx, g, *_):
+        z, centers, w, sigma, R, zo, mo = ctx.saved_tensors
+        with without_autocast(zo.device):
+            grad_z, grad_centers = _RBFKMeansLoss._unit_gradients(
+                ctx, z, centers, w, sigma, R, zo, mo
+            )
+            g = g.to(zo.dtype)
+            grad_z = (g * grad_z).to(z.dtype) if ctx.needs_input_grad[0] else None
+            grad_centers = (
+                (g * grad_centers).to(centers.dtype)
+                if ctx.needs_input_grad[1]
+                else None
+            )
         return grad_z, grad_centers, None, None, None, None
+
+    @staticmethod
+    def jvp(ctx, z_t, centers_t, *_):
+        # dF = <dF/dz, z_t> + <dF/dmu, mu_t>, from the saved responsibilities.
+        w, R, zo, mo = ctx.saved_tensors
+        grad_z, grad_centers = _danskin(zo, mo, w.to(zo.dtype), R)
+        if ctx.mean:
+            total = w.to(zo.dtype).sum()
+            grad_z, grad_centers = grad_z / total, grad_centers / total
+        tangent = torch.zeros((), dtype=zo.dtype, device=zo.device)
+        if z_t is not None:
+            tangent = tangent + (grad_z * z_t.to(zo.dtype)).sum()
+        if centers_t is not None:
+            tangent = tangent + (grad_centers * centers_t.to(zo.dtype)).sum()
+        return tangent, None, None, None
 
 
 def rbf_kmeans_loss(
@@ -236,24 +199,27 @@ def rbf_kmeans_loss(
     The loss of a K-Means layer on tensors: it equals
     :func:`skrbfkmeans.rbf_kmeans_loss` (value and gradients, the same
     constant), tends to the K-Means distortion as ``sigma -> 0`` and is
-    differentiable in the rows ``z`` and in the ``centers``.
+    differentiable in the rows ``z`` and in the ``centers``. A row's term
+    and gradient depend on that row and the centres only.
 
     Parameters
     ----------
-    z : torch.Tensor of shape (n_samples, n_features)
-        The rows (codes), of a floating dtype; float16 and bfloat16 compute in
-        float32.
+    z : torch.Tensor of shape (..., n_features)
+        The rows (codes), of a floating dtype; the leading dimensions are
+        rows. float16 and bfloat16 compute in float32.
     centers : torch.Tensor of shape (n_clusters, n_features)
-        The centres, with the dtype and device of ``z``.
+        The centres, on the device of ``z``, with its dtype (or any floating
+        dtype when one of the two is float16 or bfloat16: mixed precision).
     sigma : float or 0-d torch.Tensor
         The width, a finite number ``>= 0`` (temperature ``T = 2 sigma^2``).
-        ``0`` is the hard limit: ``T`` is clamped to the dtype's smallest
-        normal number, the responsibilities are one-hot (ties aside) and the
-        loss is the K-Means distortion up to a term below rounding. No
-        gradient flows to ``sigma``.
+        ``0`` is the hard limit: the responsibilities are one-hot (ties
+        aside) and the loss is the K-Means distortion up to a term below
+        rounding. No gradient flows to ``sigma``. Under ``torch.compile``
+        pass a tensor: a new value then reuses the graph (a float is a
+        constant of the graph), and its value is not checked.
     activation : {"softmax", "entmax15"}, default="softmax"
         The responsibilities' map.
-    sample_weight : torch.Tensor or array-like of shape (n_samples,), default=None
+    sample_weight : torch.Tensor or array-like of shape z.shape[:-1], default=None
         Non-negative weights of the rows; not differentiated.
     reduction : {"sum", "mean"}, default="sum"
         ``"sum"`` as the NumPy function; ``"mean"`` divides by the total
@@ -262,7 +228,9 @@ def rbf_kmeans_loss(
     Returns
     -------
     loss : torch.Tensor of shape ()
-        The free energy (see Notes), in the dtype of ``z``.
+        The free energy (see Notes), in the working dtype: that of ``z`` and
+        ``centers``, float32 for float16 and bfloat16 (a sum of squared
+        distances overflows float16 at magnitudes near 100).
 
     Raises
     ------
@@ -295,9 +263,18 @@ def rbf_kmeans_loss(
     S_j)`` with ``N_j = sum_i w_i r_ij`` and ``S_j = sum_i w_i r_ij z_i``,
     and ``dF/dz_i = 2 w_i sum_j r_ij (z_i - mu_j)``. A gradient step on
     ``mu_j`` with the learning rate ``1 / (2 N_j)`` is the EM (M-step)
-    update; with one-hot responsibilities, Lloyd's. Cost: two products of
+    update; with one-hot responsibilities, Lloyd's. Second derivatives
+    (``create_graph=True``, ``torch.func.hessian``) differentiate that
+    gradient with ``r`` as a function of the inputs, and are exact;
+    ``torch.func.grad``, ``vmap`` and ``jvp`` work. Cost: two products of
     ``n x k x d`` and a few passes over the ``n x k`` scores (plus a sort of
     the candidates for entmax-1.5).
+
+    The distances are computed with each row in its own units (centred on
+    the midrange of the centres, divided by a power of 2 of the row's
+    magnitude), so a row's term and gradient depend on that row and the
+    centres only: a NaN row gives a NaN loss (it is a sum) but leaves every
+    other row's gradient ``dF/dz_i`` as it was.
 
     Examples
     --------
@@ -315,11 +292,19 @@ def rbf_kmeans_loss(
             [ 0.,  0.]])
     """
     check_codes(z, centers)
-    sigma = check_sigma(sigma)
+    sigma = width_tensor(sigma, z.device)
     check_activation(activation)
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
-    w = check_sample_weight(sample_weight, z)
-    if reduction == "mean" and not bool(w.sum() > 0):
+    w = check_sample_weight(sample_weight, z, work_dtype(z.dtype, centers.dtype))
+    if reduction == "mean" and not compiling() and not bool(w.sum() > 0):
         raise ValueError('reduction="mean" needs a positive total weight.')
-    return _RBFKMeansLoss.apply(z, centers, w, sigma, activation, reduction == "mean")
+    loss, *_ = _RBFKMeansLoss.apply(
+        z.reshape(-1, z.shape[-1]),
+        centers,
+        w,
+        sigma,
+        activation,
+        reduction == "mean",
+    )
+    return loss

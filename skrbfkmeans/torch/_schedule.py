@@ -6,8 +6,8 @@ import numbers
 import torch
 
 from .._schedule import critical_factor
+from ._checks import check_activation, check_codes, check_sample_weight, check_sigma
 from ._layer import RBFKMeansLayer, squared_distances
-from ._loss import check_activation, check_codes, check_sample_weight, check_sigma
 
 
 def first_critical_temperature(z, sample_weight, activation):
@@ -16,7 +16,7 @@ def first_critical_temperature(z, sample_weight, activation):
     ``c`` is 2 for softmax and ``2 sqrt(2)`` for entmax-1.5 (a group splitting
     in two); the covariance is weighted and computed in float64.
     """
-    z = z.detach().to(torch.float64)
+    z = z.detach().reshape(-1, z.shape[-1]).to(torch.float64)
     w = sample_weight.detach().to(torch.float64)
     W = w.sum()
     mean = (w @ z) / W
@@ -69,6 +69,12 @@ class AnnealingSchedule:
         meant for ("entmax15" if None). It sets the critical width and the
         one-hot test (softmax: one-hot to working precision, ``margin > 2
         sigma^2 log(2 / eps)``).
+    reassignment_ratio : float or None, default=0.01
+        At each :meth:`step` given codes, the layer's centres whose
+        responsibility mass on the codes is at most this fraction of the
+        largest centre's are dead and are moved onto the codes that cost
+        most (:meth:`RBFKMeansLayer.reseed_dead_centers`), before the
+        one-hot test. None (or without a layer): no centre is moved.
 
     Attributes
     ----------
@@ -78,6 +84,9 @@ class AnnealingSchedule:
         Whether the schedule has stopped cooling.
     n_steps : int
         Number of cooling steps taken since :meth:`start`.
+    n_reseeded : int
+        Number of centres moved by :meth:`step` since :meth:`start` (a
+        centre moved twice counts twice).
 
     See Also
     --------
@@ -118,7 +127,15 @@ class AnnealingSchedule:
     1.6456...
     """
 
-    def __init__(self, layer=None, *, cooling=0.9, sigma_end=None, activation=None):
+    def __init__(
+        self,
+        layer=None,
+        *,
+        cooling=0.9,
+        sigma_end=None,
+        activation=None,
+        reassignment_ratio=0.01,
+    ):
         if layer is not None and not isinstance(layer, RBFKMeansLayer):
             raise TypeError(
                 f"layer must be an RBFKMeansLayer or None, got {type(layer).__name__}."
@@ -145,6 +162,17 @@ class AnnealingSchedule:
         self.sigma = None
         self.done = False
         self.n_steps = 0
+        self.n_reseeded = 0
+        if reassignment_ratio is not None and (
+            isinstance(reassignment_ratio, bool)
+            or not isinstance(reassignment_ratio, numbers.Real)
+            or not 0 <= reassignment_ratio < 1
+        ):
+            raise ValueError(
+                "reassignment_ratio must be None or a number in [0, 1), got "
+                f"{reassignment_ratio!r}."
+            )
+        self.reassignment_ratio = reassignment_ratio
 
     def _set(self, sigma):
         self.sigma = float(sigma)
@@ -176,7 +204,7 @@ class AnnealingSchedule:
         """
         if self.layer is not None:
             check_codes(z, self.layer.centers)
-        w = check_sample_weight(sample_weight, z)
+        w = check_sample_weight(sample_weight, z, torch.float64)
         T_c = first_critical_temperature(z, w, self.activation)
         if not T_c > 0:
             raise ValueError(
@@ -185,6 +213,7 @@ class AnnealingSchedule:
             )
         self.done = False
         self.n_steps = 0
+        self.n_reseeded = 0
         return self._set(math.sqrt(0.55 * T_c))
 
     def step(self, z=None, sample_weight=None, centers=None):
@@ -192,11 +221,14 @@ class AnnealingSchedule:
 
         Parameters
         ----------
-        z : torch.Tensor of shape (n_samples, n_features), default=None
-            Codes on which to test whether the new width is hard: when every
-            row of positive weight is one-hot, the schedule is ``done``.
-            None: cool without testing.
-        sample_weight : torch.Tensor of shape (n_samples,), default=None
+        z : torch.Tensor of shape (..., n_features), default=None
+            Codes (computed under ``torch.no_grad()``, with the network in
+            ``eval()`` mode so that batch-norm statistics do not move) on
+            which the layer's dead centres are re-seeded (see
+            ``reassignment_ratio``) and then the new width is tested: when
+            every row of positive weight is one-hot, the schedule is
+            ``done``. None: cool without either.
+        sample_weight : torch.Tensor of shape z.shape[:-1], default=None
             Non-negative weights of the rows; rows of weight 0 are ignored.
         centers : torch.Tensor of shape (n_clusters, n_features), default=None
             The centres for the test; None uses the layer's.
@@ -216,6 +248,13 @@ class AnnealingSchedule:
         self._set(sigma)
         self.n_steps += 1
         if z is not None and not self.done:
+            if self.layer is not None and self.reassignment_ratio is not None:
+                moved = self.layer.reseed_dead_centers(
+                    z,
+                    sample_weight=sample_weight,
+                    reassignment_ratio=self.reassignment_ratio,
+                )
+                self.n_reseeded += int(moved.numel())
             if centers is None:
                 if self.layer is None:
                     raise ValueError("Without a layer, step(z) needs the centers.")
@@ -234,13 +273,12 @@ def _smallest_margin(z, centers, sample_weight):
     check_codes(z, centers)
     if centers.shape[0] == 1:
         return math.inf
-    d, scale = squared_distances(z, centers)
-    two = torch.topk(d, 2, dim=1, largest=False).values
+    flat = z.reshape(-1, z.shape[-1])
+    two = torch.topk(squared_distances(flat, centers), 2, dim=1, largest=False).values
     margin = two[:, 1] - two[:, 0]
     if sample_weight is not None:
-        w = check_sample_weight(sample_weight, z)
+        w = check_sample_weight(sample_weight, z, margin.dtype)
         margin = margin[w > 0]
     if margin.numel() == 0:
         return math.inf
-    # Back to the user's units (twice by the scale: no overflow of its square).
-    return float(margin.min()) * scale * scale
+    return float(margin.min())
