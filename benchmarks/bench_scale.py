@@ -79,6 +79,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
+from skrbfkmeans import _iterations
 from skrbfkmeans._dask import DaskRows
 from skrbfkmeans._engine.passes import data_offset, m_step, squared_norms
 from skrbfkmeans._engine.passes import statistics as stats_pass
@@ -263,7 +264,8 @@ def rounds(runs, repeat):
 # -- fits ---------------------------------------------------------------------
 
 PHASES = ("setup", "iter", "cert", "final")
-# The phase of each DaskRows method; ``stats`` after ``margin_checks`` is the
+# The phase of each DaskRows method, and of the certificate's margin checks
+# (``_iterations.margin_checks``); ``stats`` after ``margin_checks`` is the
 # certificate's step at the certified width.
 METHOD_PHASES = {
     "__init__": "setup",
@@ -273,6 +275,7 @@ METHOD_PHASES = {
     "margin_checks": "cert",
     "final": "final",
 }
+CERTIFICATE_PASSES = ("margin_checks",)
 
 
 def fit_estimators(k):
@@ -286,8 +289,9 @@ def fit_estimators(k):
 class PhaseClock:
     """Seconds and chunks generated in each phase of a dask fit.
 
-    Wraps ``DaskRows``'s methods (the driver's side of every pass) while
-    active; the chunk counts are read from the workers after each call.
+    Wraps ``DaskRows``'s methods and the certificate's margin checks (the
+    driver's side of every pass) while active; the chunk counts are read
+    from the workers after each call.
     """
 
     def __init__(self, client):
@@ -320,14 +324,17 @@ class PhaseClock:
 
     @contextmanager
     def active(self):
-        saved = {name: getattr(DaskRows, name) for name in METHOD_PHASES}
+        def owner(name):
+            return _iterations if name in CERTIFICATE_PASSES else DaskRows
+
+        saved = {name: getattr(owner(name), name) for name in METHOD_PHASES}
         try:
             for name, method in saved.items():
-                setattr(DaskRows, name, self._wrap(name, method))
+                setattr(owner(name), name, self._wrap(name, method))
             yield self
         finally:
             for name, method in saved.items():
-                setattr(DaskRows, name, method)
+                setattr(owner(name), name, method)
 
 
 def lazy_blobs(n, chunk, centers):

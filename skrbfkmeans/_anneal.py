@@ -41,9 +41,10 @@ from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
 
 from ._engine.passes import free_energy, moments
+from ._finish import lloyd
 from ._hartigan import hartigan
-from ._iterations import certified_at, certify
-from ._lloyd import kmeans_lloyd, lloyd
+from ._iterations import certify
+from ._lloyd import kmeans_lloyd
 from ._polish import boundary_moves
 from ._polish import polish as polish_search
 from ._schedule import Groups, Schedule, critical_factor, weighted_top_eigen
@@ -104,15 +105,15 @@ class AnnealResult(NamedTuple):
         counts, iterations and flags are unchanged.
         """
         split_linkage = self.split_linkage.copy()
-        split_linkage[:, 2] = units.lengths(split_linkage[:, 2])
+        split_linkage[:, 2] = units.to_user_length(split_linkage[:, 2])
         return self._replace(
-            centers=units.to_user(self.centers),
-            sigma=float(units.lengths(self.sigma)),
-            sigma_path=units.lengths(self.sigma_path),
-            centers_path=units.to_user(self.centers_path),
-            objective_path=units.energies(self.objective_path),
-            inertia_path=units.energies(self.inertia_path),
-            critical_sigmas=units.lengths(self.critical_sigmas),
+            centers=units.to_user_points(self.centers),
+            sigma=float(units.to_user_length(self.sigma)),
+            sigma_path=units.to_user_length(self.sigma_path),
+            centers_path=units.to_user_points(self.centers_path),
+            objective_path=units.to_user_energy(self.objective_path),
+            inertia_path=units.to_user_energy(self.inertia_path),
+            critical_sigmas=units.to_user_length(self.critical_sigmas),
             split_linkage=split_linkage,
         )
 
@@ -351,10 +352,12 @@ def anneal(rows, n_clusters, settings, *, init_centers, sigma_start, sigma_end):
     if T_end is not None:
         centers = sched.groups.expanded()
         sigma = path.sigma[-1]
+        # Certified at sigma_end itself, or not at all.
+        certified_sigma, certified = certify(rows, centers, sigma)
         # The last stage is the EM at sigma_end: its iterations are the final run's.
         return path.result(
             centers, sigma, n_iter=n_iter, n_iter_final=it, converged=converged,
-            certified=certified_at(rows, centers, sigma), activation=sched.act,
+            certified=bool(certified and certified_sigma >= sigma), activation=sched.act,
             moves=0, tree=sched.groups.copy_tree(),
         )  # fmt: skip
     return _final_phase(
@@ -477,16 +480,13 @@ def _final_phase(
             # pass and after every kept move: it ends on a fixed point of
             # both, with one pass of trials that keeps nothing.
             centers, _, kept, it_polish, it_move, n_moved = polish_search(
-                rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter,
-                single_moves=True,
-            )  # fmt: skip
+                rows, centers, max_iter=max_iter, single_moves=True
+            )
             it += it_polish
             it_final = it_move if kept else it_final
             moves += kept
         else:
-            centers, _, n_moved, _ = hartigan(
-                rows.X, rows.w, centers, rows.offset, rows.x_sq, max_iter=max_iter
-            )
+            centers, _, n_moved, _ = hartigan(rows, centers, max_iter=max_iter)
         n_single += n_moved
         # Boundary moves start from the fixed point of the moves above, so
         # that one kept can only lower the distortion it reached; after one,
@@ -494,9 +494,8 @@ def _final_phase(
         if not polish or budget <= 0:
             break
         centers, _, shifted, it_move, spent = boundary_moves(
-            rows.X, rows.w, centers, rows.offset, rows.x_sq, budget=budget,
-            max_iter=max_iter,
-        )  # fmt: skip
+            rows, centers, budget=budget, max_iter=max_iter
+        )
         it += spent
         if not shifted:
             break

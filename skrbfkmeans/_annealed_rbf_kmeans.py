@@ -15,9 +15,9 @@ from ._anneal import (
     kmeans_from_init,
 )
 from ._base import _BaseRBFKMeans, all_or_nothing
-from ._engine.blocks import ACTIVATIONS
-from ._engine.threads import one_blas_thread
-from ._iterations import certified_at, certify, em_at_width
+from ._finish import finish
+from ._iterations import ACTIVATIONS
+from ._policy import one_blas_thread
 from ._rows import tolerance
 from ._validation import warn_user
 
@@ -457,7 +457,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             )
         units = run_rows.units
         setup.sigma_end = (
-            None if self.sigma_end == "auto" else units.working_length(self.sigma_end)
+            None if self.sigma_end == "auto" else units.to_working_length(self.sigma_end)
         )
         setup.anneal_init = isinstance(self.init, str) and self.init == "anneal"
         setup.from_init = not setup.anneal_init and self.sigma_start == "auto"
@@ -498,11 +498,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 print("Initialization complete")
             sigma_start = sigma_end
         if self.sigma_start != "auto":
-            sigma_start = units.working_length(self.sigma_start)
+            sigma_start = units.to_working_length(self.sigma_start)
         if sigma_end is not None and not setup.from_init and sigma_start <= sigma_end:
             raise ValueError(
-                f"sigma_start={float(units.lengths(sigma_start)):.6g} must be larger "
-                f"than sigma_end={float(units.lengths(sigma_end)):.6g}."
+                f"sigma_start={float(units.to_user_length(sigma_start)):.6g} must be larger "
+                f"than sigma_end={float(units.to_user_length(sigma_end)):.6g}."
             )
         if setup.from_init and sigma_end is None:
             result = kmeans_from_init(
@@ -531,7 +531,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     def _fitted(self, setup, run):
         """Return the arguments of ``_set_fitted`` for the best run.
 
-        A run on a sample is finished on every row (``_finish_sample_fit``),
+        A run on a sample is finished on every row (``_finish.finish``),
         its result first brought into the rows' units when the sample had
         its own (dask rows); the final pass gives the label counts, the
         inertia and the objective.
@@ -541,47 +541,19 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             return self._attributes(rows.units, result)
         if setup.run_rows.units is not rows.units:
             result = result.to_user(setup.run_rows.units)
-        result = self._finish_sample_fit(rows, result)
+        result = finish(
+            rows, result, hard=self.sigma_end == "auto", max_iter=self.max_iter,
+            tol=self.tol,
+        )  # fmt: skip
         final = rows.final(result.centers, result.sigma, result.activation)
         if self.verbose:
             print(
                 f"Every row: Lloyd {'converged' if result.converged else 'stopped'}"
                 f" after {result.n_iter_final} iterations, inertia "
-                f"{float(rows.units.energies(final[1])):.6g}, certified "
+                f"{float(rows.units.to_user_energy(final[1])):.6g}, certified "
                 f"{result.certified}."
             )
         return self._attributes(rows.units, result, final)
-
-    def _finish_sample_fit(self, rows, result):
-        """Finish on every row the fit ``result`` of a sample of them.
-
-        Lloyd's algorithm from the sample's centres until the labels are
-        stable and single-sample moves (or, with a float ``sigma_end``, EM
-        at that width), then the certificate, on ``rows``; ``result`` is an
-        ``AnnealResult`` in the units of ``rows``. Returns it with the final
-        state, its path the sample's (its energies are the sample's: weights
-        that add up to its size).
-        """
-        act = result.activation
-        centers = result.centers
-        if self.sigma_end == "auto":
-            centers, n_iter, converged = rows.lloyd(centers, self.max_iter)
-            centers = rows.single_moves(centers, self.max_iter)
-            sigma, certified = certify(rows, centers, result.sigma)
-        else:
-            sigma = result.sigma
-            centers, n_iter, converged = em_at_width(
-                rows, centers, sigma, act, self.max_iter, self.tol
-            )
-            certified = certified_at(rows, centers, sigma)
-        return result._replace(
-            centers=centers,
-            sigma=float(sigma),
-            n_iter=result.n_iter + n_iter,
-            n_iter_final=n_iter,
-            converged=bool(result.converged and converged),
-            certified=bool(certified),
-        )
 
     def _attributes(self, units, result, final=None):
         """Return the arguments of ``_set_fitted`` from an ``AnnealResult``.
@@ -604,7 +576,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             subject=": the final phase",
             _activation=result.activation,
             sigma_=user.sigma,
-            objective_=float(units.energies(float(objective))),
+            objective_=float(units.to_user_energy(float(objective))),
             n_iter_=result.n_iter_final,
             n_iter_total_=result.n_iter,
             converged_=result.converged,

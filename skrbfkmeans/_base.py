@@ -26,25 +26,15 @@ from sklearn.exceptions import ConvergenceWarning, InconsistentVersionWarning
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils import check_array, check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.extmath import row_norms
 from sklearn.utils.validation import (
-    _check_sample_weight,
     _is_arraylike_not_scalar,
     check_is_fitted,
     validate_data,
 )
 
 from . import _dask
-from ._engine.blocks import centred_rows
-from ._engine.passes import (
-    column_mean_variance,
-    data_offset,
-    labels_inertia,
-    responsibilities,
-    squared_norms,
-)
-from ._engine.threads import one_blas_thread
-from ._rows import memory_rows, tolerance
+from ._policy import one_blas_thread
+from ._rows import NewRows, fit_rows, seeding_rows, tolerance, working_rows
 from ._scaling import Units
 from ._validation import check_n_samples, check_sample_weight, warn_user
 from ._version import __version__
@@ -93,27 +83,6 @@ class SavedVersionWarning(InconsistentVersionWarning):
             "breaking code or invalid results: refit the model with this "
             "version, or load it with the version that saved it."
         )
-
-
-def _exact_near_zero(X, centers, distances):
-    """Recompute by explicit differences the distances below their rounding.
-
-    ``euclidean_distances`` takes ``||x||^2 - 2 x . c + ||c||^2``, whose
-    rounding (a few ulps of the squared norms) leaves about ``1e-8`` between
-    a sample and a centre at the same place; those few entries are redone
-    exactly, so a sample on a centre is at distance 0.
-    """
-    dtype = distances.dtype
-    x_sq = row_norms(X, squared=True).astype(np.float64)
-    c_sq = np.einsum("ij,ij->i", centers, centers).astype(np.float64)
-    bound = 16 * np.finfo(dtype).eps * (x_sq[:, None] + c_sq[None, :])
-    rows, cols = np.nonzero(distances.astype(np.float64) ** 2 <= bound)
-    if rows.size:
-        Xr = X[rows]
-        Xr = Xr.toarray() if sp.issparse(Xr) else Xr
-        diff = Xr.astype(np.float64) - centers[cols].astype(np.float64)
-        distances[rows, cols] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
-    return distances
 
 
 def _auto_sigma(centers, X, sample_weight):
@@ -217,13 +186,8 @@ class _BaseRBFKMeans(
         if isinstance(init, np.ndarray):
             return init.copy()
         if isinstance(init, str) and init == "k-means++":
-            # Far from the origin the seeding's distances cancel: there it
-            # runs on centred rows (one copy, as KMeans makes), elsewhere on
-            # X itself (no copy). The seeds are rows of X either way.
-            mean, var = column_mean_variance(X, sample_weight)
-            far = float(mean @ mean) > float(var.sum())
             _, seeds = kmeans_plusplus(
-                centred_rows(X, data_offset(X, sample_weight)) if far else X,
+                seeding_rows(X, sample_weight),
                 n_clusters,
                 sample_weight=sample_weight,
                 random_state=random_state,
@@ -274,7 +238,7 @@ class _BaseRBFKMeans(
         """Validate the data and parameters of a fit; return its setup.
 
         NumPy and sparse data are validated and brought into working units
-        (``_rows.memory_rows``); a dask collection becomes ``_dask.DaskRows``
+        (``_rows.fit_rows``); a dask collection becomes ``_dask.DaskRows``
         (validated chunk by chunk, in the user's units). An array ``init``
         is checked against the data (KMeans's messages). The estimator's
         ``_n_init`` and ``_prepare_runs`` complete the setup.
@@ -287,7 +251,7 @@ class _BaseRBFKMeans(
         else:
             X, sample_weight = self._validate_fit_data(X, sample_weight)
             init = self._check_init_array(X) if init_is_array else self.init
-            rows, init = memory_rows(X, sample_weight, init)
+            rows, init = fit_rows(X, sample_weight, init)
         setup = SimpleNamespace(
             rows=rows,
             init=init,
@@ -343,17 +307,13 @@ class _BaseRBFKMeans(
         nothing.
         """
         if inertia is None:
-            labels, inertia = labels_inertia(
-                rows.X, rows.w, centers, rows.offset, rows.x_sq
-            )
-            counts = np.bincount(labels, minlength=centers.shape[0])
-        else:
-            labels = rows.labels(centers)
+            counts, inertia = rows.labels_inertia(centers)
+        labels = rows.labels(centers)
         units = rows.units
         fitted.update(
-            cluster_centers_=units.to_user(centers),
+            cluster_centers_=units.to_user_points(centers),
             labels_=labels,
-            inertia_=float(units.energies(inertia)),
+            inertia_=float(units.to_user_energy(inertia)),
             _n_features_out=centers.shape[0],
             _offset=rows.offset,
             _units=units,
@@ -457,11 +417,8 @@ class _BaseRBFKMeans(
         labels : ndarray or dask array of shape (n_samples,)
             Index of the nearest centre (int32); lazy for dask input.
         """
-        X, lazy = self._new_rows(X)
-        if lazy:
-            return _dask.predict(X, self._centers_as(X), self._offset_as(X))
-        ones = np.ones(X.shape[0], dtype=X.dtype)
-        return labels_inertia(X, ones, self._centers_as(X), self._offset_as(X))[0]
+        rows = self._new_rows(X)
+        return rows.labels(self._centers_as(rows.X))
 
     @one_blas_thread
     def predict_proba(self, X):
@@ -479,26 +436,10 @@ class _BaseRBFKMeans(
             Soft (softmax) or sparse (entmax15, with exact zeros)
             assignments; each row sums to one. Lazy for dask input.
         """
-        X, lazy = self._new_rows(X)
-        sigma = self._units_of_fit().working_length(self.sigma_)
-        if lazy:
-            return _dask.predict_proba(
-                X,
-                self._centers_as(X),
-                sigma,
-                self._final_activation(),
-                self._offset_as(X),
-            )
-        offset = self._offset_as(X)
-        resp = np.empty((X.shape[0], self.cluster_centers_.shape[0]), dtype=X.dtype)
-        return responsibilities(
-            X,
-            self._centers_as(X),
-            sigma,
-            self._final_activation(),
-            offset,
-            squared_norms(X, offset),
-            resp,
+        rows = self._new_rows(X)
+        sigma = self._units_of_fit().to_working_length(self.sigma_)
+        return rows.responsibilities(
+            self._centers_as(rows.X), sigma, self._final_activation()
         )
 
     def fit_transform(self, X, y=None, sample_weight=None):
@@ -536,18 +477,10 @@ class _BaseRBFKMeans(
             Distances, as ``sklearn.cluster.KMeans.transform`` returns them;
             lazy for dask input.
         """
-        X, lazy = self._new_rows(X)
-        units = self._units_of_fit()
-        if lazy:
-            distances = _dask.transform(X, self._centers_as(X), self._offset_as(X))
-            return units.lengths_as(distances)
-        centers, offset = self._centers_as(X), self._offset_as(X)
-        if np.any(offset):
-            # Centred, as in fit: far from the origin the distances cancel.
-            X, centers = centred_rows(X, offset), centers - offset
-        distances = _exact_near_zero(X, centers, euclidean_distances(X, centers))
+        rows = self._new_rows(X)
+        distances = rows.distances(self._centers_as(rows.X))
         # In the user's units (tiny data: distances at working precision).
-        return units.lengths_as(distances)
+        return self._units_of_fit().to_user_distances(distances)
 
     @one_blas_thread
     def score(self, X, y=None, sample_weight=None):
@@ -568,48 +501,31 @@ class _BaseRBFKMeans(
         score : float
             ``-sum_i w_i min_j ||x_i - mu_j||^2``.
         """
-        X, lazy = self._new_rows(X)
-        units = self._units_of_fit()
-        if lazy:
-            inertia = _dask.inertia(
-                X, sample_weight, self._centers_as(X), self._offset_as(X)
-            )
-            return -float(units.energies(inertia))
-        sample_weight = _check_sample_weight(
-            sample_weight, X, dtype=X.dtype, ensure_non_negative=True
-        )
-        _, inertia = labels_inertia(
-            X, sample_weight, self._centers_as(X), self._offset_as(X)
-        )
-        return -float(units.energies(inertia))
+        rows = self._new_rows(X)
+        inertia = rows.inertia(self._centers_as(rows.X), sample_weight)
+        return -float(self._units_of_fit().to_user_energy(inertia))
 
     def _centers_as(self, X):
         """Return the centres in the working units of the fit, dtype of ``X``."""
         centers = self.cluster_centers_.astype(X.dtype, copy=False)
-        return self._units_of_fit().points(centers)
-
-    def _offset_as(self, X):
-        # Sparse rows are centred only on the offset's non-zero columns: for a
-        # model fitted on sparse data, those its mean dominates.
-        return self._offset.astype(X.dtype, copy=False)
-
-    def _scaled_rows(self, X):
-        """Return new rows ``X`` in the working units of the fit."""
-        return self._units_of_fit().rows(X)
+        return self._units_of_fit().to_working_points(centers)
 
     def _new_rows(self, X):
-        """Return validated new rows in the fit's working units, and whether lazy.
+        """Return new rows to predict on, validated, in the fit's working units.
 
-        Shared by the prediction methods: a dask array or DataFrame stays a
-        lazy dask array, anything else is checked like the training data.
+        Shared by the prediction methods: a dask array or DataFrame becomes
+        lazy rows (``_dask.NewDaskRows``), anything else is checked like the
+        training data (``_rows.NewRows``); both have the same passes.
         """
         check_is_fitted(self)
-        lazy = _dask.is_dask_collection(X)
-        if lazy:
-            X = _dask.as_dask_array(self, X, reset=False)
+        if _dask.is_dask_collection(X):
+            X, new_rows = _dask.as_dask_array(self, X, reset=False), _dask.NewDaskRows
         else:
-            X = self._check_test_data(X)
-        return self._scaled_rows(X), lazy
+            X, new_rows = self._check_test_data(X), NewRows
+        X = working_rows(self._units_of_fit(), X)
+        # Sparse rows are centred only on the offset's non-zero columns: for a
+        # model fitted on sparse data, those its mean dominates.
+        return new_rows(X, self._offset.astype(X.dtype, copy=False))
 
     def _units_of_fit(self):
         # Models fitted before working units existed work in the user's.

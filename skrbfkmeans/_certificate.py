@@ -64,6 +64,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._engine.partition import block_rows, row_blocks
+from ._engine.passes import labels_margins
+from ._policy import one_blas_thread
 
 # The certificate's blocks (``partition``'s rule): differences to every
 # centre, float64.
@@ -536,3 +538,68 @@ def explicit_fixed_point(X, sample_weight, centers, guess=None):
         X, sample_weight, centers, parts.N, shift, guess
     )
     return margin, fixed, stable
+
+
+def margin_checks(rows, centers):
+    """The engine's smallest margin and the explicit check, over ``rows``.
+
+    Returns ``(margin, explicit)``: the smallest margin ``d_(2) - d_(1)``
+    of the engine's distances over the rows of positive weight, and
+    ``explicit_fixed_point``'s ``(margin, fixed, stable)``, or None where
+    the engine's margin already refuses. Rows in memory take two passes;
+    dask rows one (``_margin_checks_block``, which reads every chunk once
+    for both), with the single-move condition in the same pass when the
+    last pass was a Lloyd pass at these centres (its weights bound the
+    clusters' weights), and a second pass only when those bounds do not
+    decide it (``check``).
+    """
+    if rows.in_memory:
+        labels, margins, _ = labels_margins(rows.X, centers, rows.offset)
+        # Rows of weight 0 do not enter the fixed point: they cannot break it.
+        margin = float(margins[rows.w > 0].min())
+        if not margin > 0 or not np.isfinite(margin):
+            return margin, None
+        # The engine's labels only order the explicit check's work.
+        return margin, explicit_fixed_point(rows.X, rows.w, centers, labels)
+    weights = shift = None
+    last = rows.last_pass(centers, 0.0, "entmax15")
+    if last is not None:
+        weights = weight_bounds(last[0], rows.dtype)
+        shift = shift_bound(centers, rows.n_samples)
+    margin, parts = rows.reduce(
+        _margin_checks_block, centers, rows.offset, weights, shift,
+        combine=_combine_margin_checks,
+    )  # fmt: skip
+    if not margin > 0 or not np.isfinite(margin):
+        return margin, None
+    explicit, fixed, stable, shift = check(parts, centers, weights, shift)
+    if stable is None:
+        stable = rows.reduce(
+            single_move_block, centers, parts.N, shift, combine=_all
+        )
+    return margin, (explicit, fixed, bool(stable))
+
+
+@one_blas_thread
+def _margin_checks_block(Xb, wb, centers, offset, weights, shift):
+    """Return the engine's smallest margin and ``check_block`` of one block.
+
+    Two independent computations on the block the task reads once: the
+    engine's margins (its GEMM distances) and the explicit check, which
+    shares no arithmetic with them: the engine's labels are only its
+    guesses, which order its work.
+    """
+    labels, margins, _ = labels_margins(np.ascontiguousarray(Xb), centers, offset)
+    margins = margins[wb > 0]
+    margin = float(margins.min()) if margins.size else np.inf
+    # The engine's labels are the explicit check's guesses: they change
+    # which distance a row gets first, never a verdict or a margin.
+    return margin, check_block(Xb, wb, centers, weights, shift, guess=labels)
+
+
+def _combine_margin_checks(*parts):
+    return min(p[0] for p in parts), combine_blocks(*(p[1] for p in parts))
+
+
+def _all(*parts):
+    return all(parts)

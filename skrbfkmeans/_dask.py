@@ -17,27 +17,19 @@ dask is imported only when a dask collection arrives (``is_dask_collection``
 decides from the type's module name): importing the package never imports it.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 
-from ._certificate import (
-    check,
-    check_block,
-    combine_blocks,
-    shift_bound,
-    single_move_block,
-    weight_bounds,
-)
 from ._engine.passes import (
     free_energy,
     labels_inertia,
-    labels_margins,
     responsibilities,
     squared_norms,
     statistics,
 )
-from ._engine.threads import one_blas_thread
-from ._iterations import em_fixed_sigma, em_lloyd
-from ._rows import draw_rows, memory_rows, sample_size, weight_points
+from ._policy import one_blas_thread
+from ._rows import draw_rows, fit_rows, sample_size, weight_points
 from ._scaling import Units, centred_magnitude, check_representable, safe_scale
 from ._validation import check_n_samples, check_some_weight, check_weight_total
 
@@ -225,10 +217,6 @@ def _minimum(*parts):
     return min(parts)
 
 
-def _all(*parts):
-    return all(parts)
-
-
 # The sums of the summary (``_add``), then the extremes and the blocks' weights.
 _N_SUMS = 7
 
@@ -313,27 +301,6 @@ def _final_block(Xb, wb, centers, sigma, activation, offset):
     return counts, inertia, objective
 
 
-@one_blas_thread
-def _margin_checks_block(Xb, wb, centers, offset, weights, shift):
-    """Return the engine's smallest margin and ``check_block`` of one block.
-
-    Two independent computations on the block the task reads once: the
-    engine's margins (its GEMM distances) and the explicit check, which
-    shares no arithmetic with them: the engine's labels are only its
-    guesses, which order its work.
-    """
-    labels, margins, _ = labels_margins(np.ascontiguousarray(Xb), centers, offset)
-    margins = margins[wb > 0]
-    margin = float(margins.min()) if margins.size else np.inf
-    # The engine's labels are the explicit check's guesses: they change
-    # which distance a row gets first, never a verdict or a margin.
-    return margin, check_block(Xb, wb, centers, weights, shift, guess=labels)
-
-
-def _combine_margin_checks(*parts):
-    return min(p[0] for p in parts), combine_blocks(*(p[1] for p in parts))
-
-
 # The prediction kernels get blocks checked by ``as_dask_array``: a bad value
 # is reported when its block runs (prediction is lazy).
 
@@ -393,6 +360,8 @@ class DaskRows:
 
     # Dask rows are not rescaled: the fit works in the user's units.
     units = Units()
+    in_memory = False
+    x_sq = None
 
     def __init__(self, estimator, X, sample_weight):
         self.dask, _ = import_dask()
@@ -537,75 +506,36 @@ class DaskRows:
         activation (the certificate's Lloyd step after Lloyd converged
         there) it costs no pass, and its weights bound the certificate's.
         """
-        last = self._last_stats
-        key = (sigma, activation)
-        if last is not None and last[1] == key and np.array_equal(last[0], centers):
-            return last[2]
+        last = self.last_pass(centers, sigma, activation)
+        if last is not None:
+            return last
         result = self.reduce(_pass_block, centers, sigma, activation, self.offset)
-        self._last_stats = (np.array(centers), key, result)
+        self._last_stats = (np.array(centers), (sigma, activation), result)
         return result
 
     def final(self, centers, sigma, activation):
         """``(label counts, inertia, objective)`` of the final centres."""
         return self.reduce(_final_block, centers, sigma, activation, self.offset)
 
-    def margin_checks(self, centers):
-        """Return the engine's smallest margin and the explicit check, in one pass.
-
-        Every chunk is read once for both (``_margin_checks_block``). When
-        the last pass was a Lloyd pass at these centres, its weights bound
-        the clusters' weights before the pass, and the single-move condition
-        is checked in the same pass; it takes a second pass only when those
-        bounds do not decide it (``_certificate.check``).
-        """
-        weights = shift = None
+    def last_pass(self, centers, sigma, activation):
+        """``(N, S, inertia)`` of the last ``stats`` pass if it was at these
+        centres, width and activation, else None."""
         last = self._last_stats
-        lloyd = (0.0, "entmax15")
-        if last is not None and last[1] == lloyd and np.array_equal(last[0], centers):
-            weights = weight_bounds(last[2][0], self.dtype)
-            shift = shift_bound(centers, self.n_samples)
-        margin, parts = self.reduce(
-            _margin_checks_block, centers, self.offset, weights, shift,
-            combine=_combine_margin_checks,
-        )  # fmt: skip
-        if not margin > 0 or not np.isfinite(margin):
-            return margin, None
-        explicit, fixed, stable, shift = check(parts, centers, weights, shift)
-        if stable is None:
-            stable = self.reduce(
-                single_move_block, centers, parts.N, shift, combine=_all
-            )
-        return margin, (explicit, fixed, bool(stable))
+        if (
+            last is not None
+            and last[1] == (sigma, activation)
+            and np.array_equal(last[0], centers)
+        ):
+            return last[2]
+        return None
 
     def labels(self, centers):
         """Nearest centre of every row, a lazy int32 dask array."""
-        return predict(self.X, centers, self.offset)
+        return NewDaskRows(self.X, self.offset).labels(centers)
 
-    # The operations of a fit (see ``_rows``), on chunks.
-
-    def kmeans(self, centers, activation, max_iter, tol, verbose=0):
-        """Lloyd's algorithm by EM at width 0 (one pass an iteration).
-
-        ``activation`` chooses the pass's route (the same sums to rounding).
-        Returns the centres, the iterations and whether the shift rule
-        stopped it (KMeans's relocation of empty clusters needs the rows in
-        memory).
-        """
-        return em_fixed_sigma(
-            self, centers, 0.0, activation, max_iter=max_iter, tol=tol, verbose=verbose
-        )
-
-    def lloyd(self, centers, max_iter):
-        """Lloyd until the labels are stable (``_iterations.em_lloyd``)."""
-        return em_lloyd(self, centers, max_iter)
-
-    def single_moves(self, centers, max_iter):
-        """Return the centres as they are: single moves need the rows in memory.
-
-        The fit ends on Lloyd's fixed point, which the certificate's
-        single-move condition may then refuse.
-        """
-        return centers
+    def labels_inertia(self, centers):
+        """``(label counts, inertia)`` of the centres: one pass."""
+        return self.reduce(_final_block, centers, 0.0, "entmax15", self.offset)[:2]
 
     def init_sample(self, n_clusters, random_state, tol, kmeans_rule=False):
         """Rows for the initialisation and the scaled tolerance; one ``compute``.
@@ -628,7 +558,7 @@ class DaskRows:
         rows leave fewer distinct rows drawn than ``n_clusters``; otherwise a
         uniform sample of ``sample_size`` rows drawn with ``random_state``.
         The sample is brought into its own working units
-        (``_rows.memory_rows``), as a NumPy fit of it would be.
+        (``_rows.fit_rows``), as a NumPy fit of it would be.
         """
         n_sample = sample_size(self.n_samples, n_clusters)
         sample = None
@@ -640,7 +570,7 @@ class DaskRows:
         if sample is None:
             sample = self.sample(n_sample, random_state)[:2]
         Xs, ws = sample
-        return memory_rows(Xs, ws.astype(Xs.dtype), init)
+        return fit_rows(Xs, ws.astype(Xs.dtype), init)
 
 
 def _weight_total(w):
@@ -671,48 +601,55 @@ def _sample_indices(n_samples, n_sample, random_state):
 # -- prediction -------------------------------------------------------------
 
 
-def predict(X, centers, offset):
-    """Nearest centre of each row, as a lazy int32 dask array."""
-    return X.map_blocks(
-        _labels_block,
-        centers,
-        offset,
-        dtype=np.int32,
-        drop_axis=1,
-        meta=np.empty(0, dtype=np.int32),
-    )
+class NewDaskRows(NamedTuple):
+    """Dask rows a fitted model predicts on: lazy passes, as ``_rows.NewRows``.
 
+    ``X`` is a dask array in the model's working units, checked block by
+    block (``as_dask_array``); ``offset`` is the fit's.
+    """
 
-def transform(X, centers, offset):
-    """Distances to the centres, as a lazy dask array (one chunk of columns)."""
-    return X.map_blocks(
-        _distances_block,
-        centers,
-        offset,
-        dtype=X.dtype,
-        chunks=(X.chunks[0], (centers.shape[0],)),
-    )
+    X: object
+    offset: np.ndarray
 
+    def labels(self, centers):
+        """Nearest centre of each row, as a lazy int32 dask array."""
+        return self.X.map_blocks(
+            _labels_block,
+            centers,
+            self.offset,
+            dtype=np.int32,
+            drop_axis=1,
+            meta=np.empty(0, dtype=np.int32),
+        )
 
-def predict_proba(X, centers, sigma, activation, offset):
-    """Responsibilities, as a lazy dask array (one chunk of columns)."""
-    return X.map_blocks(
-        _proba_block,
-        centers,
-        sigma,
-        activation,
-        offset,
-        dtype=X.dtype,
-        chunks=(X.chunks[0], (centers.shape[0],)),
-    )
+    def distances(self, centers):
+        """Distances to the centres, as a lazy dask array (one chunk of columns)."""
+        return self.X.map_blocks(
+            _distances_block,
+            centers,
+            self.offset,
+            dtype=self.X.dtype,
+            chunks=(self.X.chunks[0], (centers.shape[0],)),
+        )
 
+    def responsibilities(self, centers, sigma, activation):
+        """Responsibilities, as a lazy dask array (one chunk of columns)."""
+        return self.X.map_blocks(
+            _proba_block,
+            centers,
+            sigma,
+            activation,
+            self.offset,
+            dtype=self.X.dtype,
+            chunks=(self.X.chunks[0], (centers.shape[0],)),
+        )
 
-def inertia(X, sample_weight, centers, offset):
-    """Weighted hard inertia of ``X``: one compute."""
-    dask, _ = import_dask()
-    w = _as_dask_weights(sample_weight, X)
-    func = dask.delayed(_score_block, pure=True)
-    c, o = dask.delayed(centers), dask.delayed(offset)
-    blocks = nonempty_blocks(X, w)
-    total = _tree(dask, [func(Xb, wb, c, o) for Xb, wb in blocks], _add)
-    return float(dask.compute(total)[0][0])
+    def inertia(self, centers, sample_weight):
+        """Weighted hard inertia of the rows: one compute."""
+        dask, _ = import_dask()
+        w = _as_dask_weights(sample_weight, self.X)
+        func = dask.delayed(_score_block, pure=True)
+        c, o = dask.delayed(centers), dask.delayed(self.offset)
+        blocks = nonempty_blocks(self.X, w)
+        total = _tree(dask, [func(Xb, wb, c, o) for Xb, wb in blocks], _add)
+        return float(dask.compute(total)[0][0])

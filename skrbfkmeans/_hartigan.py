@@ -30,10 +30,10 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ._engine.blocks import BlockPlan
-from ._engine.passes import labels_inertia, squared_norms
-from ._engine.threads import one_blas_thread
+from ._engine.passes import labels_inertia
+from ._policy import one_blas_thread
 from ._lloyd import _nearest
-from ._scaling import working_units
+from ._rows import MemoryRows, working_units
 from ._validation import check_data_centers, check_n_samples
 
 # A move must lower the distortion by more than this many ulps of the terms
@@ -137,21 +137,16 @@ def _explicit_best(x, w, a, N, means):
     return b, join[b] - leave, _ULPS * (x.size + 2) * eps * (join[b] + leave)
 
 
-def hartigan(X, w, centers, offset, x_sq, *, max_iter=300):
+def hartigan(rows, centers, *, max_iter=300):
     """Single-sample moves from the partition of ``centers`` until none gains.
 
     Parameters
     ----------
-    X : {ndarray, sparse matrix} of shape (n_samples, n_features)
-        Rows in working units (the engine's).
-    w : ndarray of shape (n_samples,)
-        Non-negative weights.
+    rows : _rows.MemoryRows
+        Rows in working units (the engine's), with their weights, centring
+        offset and squared norms about it.
     centers : ndarray of shape (n_clusters, n_features)
         The starting solution; the samples start at their nearest centre.
-    offset : ndarray of shape (n_features,)
-        The engine's centring offset.
-    x_sq : ndarray of shape (n_samples,)
-        ``squared_norms(X, offset)``.
     max_iter : int, default=300
         Most passes.
 
@@ -179,9 +174,10 @@ def hartigan(X, w, centers, offset, x_sq, *, max_iter=300):
     two clusters a move touches are updated from running float64 sums,
     recomputed exactly from the labels at the end of the pass.
     """
+    X, w, x_sq = rows.X, rows.w, rows.x_sq
     dtype = centers.dtype
     n_clusters = centers.shape[0]
-    offset = np.asarray(offset, dtype=np.float64)
+    offset = np.asarray(rows.offset, dtype=np.float64)
     labels = _nearest(X, centers, offset.astype(dtype))[0].astype(np.int32)
     N, S = cluster_sums(X, w, labels, offset, n_clusters)
     means = _means(N, S, centers, offset)
@@ -314,9 +310,7 @@ def kmeans_hartigan(X, centers, *, sample_weight=None, max_iter=300):
     X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
     check_n_samples(X.shape[0], centers.shape[0])
     X, offset, centers, units = working_units(X, sample_weight, centers)
-    x_sq = squared_norms(X, offset)
-    centers, labels, n_moves, _ = hartigan(
-        X, sample_weight, centers, offset, x_sq, max_iter=max_iter
-    )
-    _, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
-    return units.to_user(centers), labels, float(units.energies(inertia)), n_moves
+    rows = MemoryRows(X, sample_weight, offset, units=units)
+    centers, labels, n_moves, _ = hartigan(rows, centers, max_iter=max_iter)
+    _, inertia = labels_inertia(X, sample_weight, centers, offset, rows.x_sq)
+    return units.to_user_points(centers), labels, float(units.to_user_energy(inertia)), n_moves

@@ -1,12 +1,14 @@
 """Fixed-width EM, Lloyd's algorithm by EM and the certificate, over any rows.
 
-Written once against the rows interface (``_rows.MemoryRows``,
+Written once against the rows record (``_rows.MemoryRows``,
 ``_dask.DaskRows``): each iteration is one ``rows.stats`` pass, so the same
 code runs on arrays in memory and on dask chunks.
 """
 
 import numpy as np
 
+from ._certificate import margin_checks
+from ._engine.blocks import ACTIVATIONS  # noqa: F401 (the estimators' choices)
 from ._engine.passes import m_step
 
 
@@ -50,15 +52,13 @@ def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verb
     return centers, n_iter, converged
 
 
-def em_lloyd(rows, centers, max_iter):
-    """Lloyd iterations until no label changes (or ``max_iter``).
+def stage_tolerance(tol, sigma):
+    """The squared centre shift that ends EM at ``sigma``: ``(30 tol)^2 T``.
 
-    Entmax-1.5 at a vanishing width is exactly one-hot, so its EM is Lloyd's;
-    with ``tol=0`` it stops when no centre moves, i.e. when the labels no
-    longer change. Returns the centres, the number of iterations and whether
-    the labels became stable.
+    The square of an annealing stage's move tolerance, for EM at a float
+    ``sigma_end`` (``T = 2 sigma^2``).
     """
-    return em_fixed_sigma(rows, centers, 0.0, "entmax15", max_iter=max_iter, tol=0.0)
+    return 0.0 if tol == 0 else (30 * tol) ** 2 * 2.0 * sigma**2
 
 
 def certify(rows, centers, sigma_max):
@@ -71,10 +71,10 @@ def certify(rows, centers, sigma_max):
     to rounding: entmax-1.5 at the certified width is exactly one-hot, so
     its EM step is that Lloyd step. The width is shrunk by a few ulps of the
     margin so that the one-hot test holds after the rounding of ``1 / T``.
-    Cost: ``rows.margin_checks`` and one ``stats`` pass (none on rows that
-    keep their last pass, after a converged Lloyd run).
+    Cost: ``_certificate.margin_checks`` and one ``stats`` pass (none on
+    dask rows, which keep their last pass, after a converged Lloyd run).
     """
-    min_margin, explicit = rows.margin_checks(centers)
+    min_margin, explicit = margin_checks(rows, centers)
     eps = np.finfo(centers.dtype).eps
     if not min_margin > 0 or not np.isfinite(min_margin):
         return sigma_max, min_margin == np.inf
@@ -95,22 +95,3 @@ def certify(rows, centers, sigma_max):
     scale = float(np.abs(centers - offset).max()) + float(np.abs(offset).max())
     ok = np.allclose(new, centers, rtol=64 * eps, atol=64 * eps * scale)
     return sigma, bool(ok)
-
-
-def em_at_width(rows, centers, sigma, activation, max_iter, tol):
-    """Plain EM (no prior) at ``sigma`` from ``centers``: a float sigma_end's fit.
-
-    It stops when the summed squared shift of the centres is at most the
-    square of a stage's move tolerance, ``(30 tol)^2 T``. Returns the
-    centres, the iterations and whether that rule stopped it.
-    """
-    return em_fixed_sigma(
-        rows, centers, sigma, activation, max_iter=max_iter,
-        tol=0.0 if tol == 0 else (30 * tol) ** 2 * 2.0 * sigma**2,
-    )  # fmt: skip
-
-
-def certified_at(rows, centers, sigma):
-    """Whether the certificate holds at width ``sigma`` itself."""
-    cert_sigma, certified = certify(rows, centers, sigma)
-    return bool(certified and cert_sigma >= sigma)

@@ -21,7 +21,7 @@ distances computed in different products can round differently, so ``run``
 ends with one full pass and carries on from its labels in the rare case
 they differ: a converged run is a fixed point of the full assignment.
 
-The engine's plain Lloyd (``_iterations.em_lloyd``, entmax-1.5 at zero width) shares
+The engine's plain Lloyd (EM with entmax-1.5 at zero width) shares
 a sample among exactly tied centres instead, and so moves coincident
 centres together; runs that start with coincident centres (the annealing
 with fewer distinct groups than clusters) are left to it.
@@ -411,13 +411,6 @@ class _Bounds:
         """Exact bounds of rows ``idx`` from their partial distances."""
         self.upper[idx] = self._distance(idx, e_own)
         self.lower[idx] = self._distance(idx, e_second) - self.slack
-
-
-def lloyd(rows, centers, max_iter):
-    """Lloyd from ``centers`` on in-memory rows; as ``_iterations.em_lloyd``."""
-    state = IncrementalLloyd(rows, centers)
-    n_iter, converged = state.run(max_iter)
-    return state.centers, n_iter, converged
 
 
 def _relocate_empty(rows, labels, centers, N, S):

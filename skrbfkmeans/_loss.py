@@ -6,8 +6,8 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 
 from ._engine.blocks import ACTIVATIONS
 from ._engine.passes import free_energy, gradients, squared_norms
-from ._engine.threads import one_blas_thread
-from ._scaling import working_units
+from ._policy import one_blas_thread
+from ._rows import working_units
 from ._validation import check_data_centers
 
 
@@ -113,13 +113,13 @@ def rbf_kmeans_loss(
     # In working units: the loss scales with the square of lengths, the
     # gradients with lengths (the scale is a power of 4: exact).
     X, offset, centers, units = working_units(X, sample_weight, centers)
-    args = (X, sample_weight, centers, units.working_length(sigma), activation, offset)
+    args = (X, sample_weight, centers, units.to_working_length(sigma), activation, offset)
     x_sq = squared_norms(X, offset)
     res = gradients(*args, x_sq) if return_gradient else free_energy(*args, x_sq)
-    loss = float(units.energies(res.objective))
+    loss = float(units.to_user_energy(res.objective))
     if not return_gradient:
         return loss
     # S is accumulated in coordinates centred on the offset.
     grad_centers = 2.0 * (res.N[:, None] * (centers - offset) - res.S)
-    grad_centers = units.lengths_as(grad_centers.astype(X.dtype))
-    return loss, grad_centers, units.lengths_as(res.grad_X)
+    grad_centers = units.to_user_distances(grad_centers.astype(X.dtype))
+    return loss, grad_centers, units.to_user_distances(res.grad_X)

@@ -25,12 +25,11 @@ from sklearn.utils._param_validation import (
 
 from ._engine.blas import matmul
 from ._engine.blocks import BlockPlan
-from ._engine.passes import labels_inertia, labels_margins, squared_norms
-from ._engine.threads import one_blas_thread
+from ._engine.passes import labels_inertia, labels_margins
+from ._policy import one_blas_thread
 from ._hartigan import hartigan
 from ._lloyd import IncrementalLloyd
-from ._rows import MemoryRows
-from ._scaling import working_units
+from ._rows import MemoryRows, working_units
 from ._validation import check_data_centers, check_n_samples, warn_user
 
 # Candidate (remove j, split l) pairs tried per pass when k (k - 1) exceeds it.
@@ -232,9 +231,7 @@ def _boundary_search(state, inertia, budget, max_iter):
     return None, inertia, 0, spent
 
 
-def polish(
-    X, w, centers, offset, x_sq, *, max_moves=None, max_iter=300, single_moves=False
-):
+def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
     Returns the centres, their inertia (from the search's last full pass),
@@ -255,7 +252,6 @@ def polish(
     search then ends on a fixed point of both moves, with one pass that
     keeps nothing.
     """
-    rows = MemoryRows(X, w, offset, x_sq)
     state = IncrementalLloyd(rows, centers)
     n_iter, _ = state.run(max_iter)
     n_iter_last, n_single = n_iter, 0
@@ -264,9 +260,7 @@ def polish(
         # Single-sample moves, then Lloyd from their means (rounding can
         # leave a sample nearer another mean): the same state if none.
         nonlocal n_iter, n_iter_last, n_single
-        moved_centers, _, n_moved, _ = hartigan(
-            X, w, state.centers, offset, x_sq, max_iter=max_iter
-        )
+        moved_centers, _, n_moved, _ = hartigan(rows, state.centers, max_iter=max_iter)
         if not n_moved:
             return state
         n_single += n_moved
@@ -282,7 +276,9 @@ def polish(
     moves = []
     k = centers.shape[0]
     while k > 1 and (max_moves is None or len(moves) < max_moves):
-        pairs, children = _candidates(X, w, state.centers, offset, x_sq)
+        pairs, children = _candidates(
+            rows.X, rows.w, state.centers, rows.offset, rows.x_sq
+        )
         for _, j, c in pairs:
             trial = state.copy()
             trial.centers[c], trial.centers[j] = children[c].astype(centers.dtype)
@@ -301,15 +297,14 @@ def polish(
     return state.centers, inertia, moves, n_iter, n_iter_last, n_single
 
 
-def boundary_moves(X, w, centers, offset, x_sq, *, budget, max_iter=300):
+def boundary_moves(rows, centers, *, budget, max_iter=300):
     """Boundary moves from a Lloyd fixed point, within ``budget`` iterations.
 
-    ``centers`` must be a Lloyd fixed point of ``X`` (the final phase's).
+    ``centers`` must be a Lloyd fixed point of ``rows`` (the final phase's).
     Returns the centres, their inertia, whether a move was kept, the Lloyd
     iterations of the kept move's run and all the iterations spent. The
     centres come back unchanged when no move lowers the inertia.
     """
-    rows = MemoryRows(X, w, offset, x_sq)
     state = IncrementalLloyd(rows, centers)
     state.run(max_iter)
     inertia = state.inertia()
@@ -418,9 +413,7 @@ def kmeans_polish(
     # In working units (centred, and rescaled where squared distances would
     # leave the dtype's range); lengths and the inertia are mapped back.
     X, offset, centers, units = working_units(X, sample_weight, centers)
-    x_sq = squared_norms(X, offset)
-    centers, _, moves, _, _, _ = polish(
-        X, sample_weight, centers, offset, x_sq, max_moves=max_moves
-    )
-    labels, inertia = labels_inertia(X, sample_weight, centers, offset, x_sq)
-    return units.to_user(centers), labels, float(units.energies(inertia)), len(moves)
+    rows = MemoryRows(X, sample_weight, offset, units=units)
+    centers, _, moves, _, _, _ = polish(rows, centers, max_moves=max_moves)
+    labels, inertia = labels_inertia(X, sample_weight, centers, offset, rows.x_sq)
+    return units.to_user_points(centers), labels, float(units.to_user_energy(inertia)), len(moves)

@@ -15,10 +15,10 @@ from sklearn.utils.validation import (
 
 from . import _dask
 from ._base import _auto_sigma, _BaseRBFKMeans, all_or_nothing
-from ._engine.blocks import ACTIVATIONS
-from ._engine.threads import one_blas_thread
-from ._iterations import em_fixed_sigma
-from ._scaling import fit_units
+from ._finish import kmeans, single_moves
+from ._iterations import ACTIVATIONS, em_fixed_sigma
+from ._policy import one_blas_thread
+from ._rows import fit_units, working_rows
 from ._stream import online_em_step
 from ._validation import check_n_samples, check_sample_weight
 
@@ -289,7 +289,7 @@ class RBFKMeans(_BaseRBFKMeans):
             self.n_clusters, setup.random_state, self.tol, kmeans_rule=self.sigma == 0
         )
         units = rows.units
-        setup.sigma = None if self.sigma == "auto" else units.working_length(self.sigma)
+        setup.sigma = None if self.sigma == "auto" else units.to_working_length(self.sigma)
 
     def _run_once(self, setup):
         """One run from new initial centres: KMeans's at ``sigma=0``, else EM."""
@@ -302,11 +302,11 @@ class RBFKMeans(_BaseRBFKMeans):
         if setup.sigma is None:
             setup.sigma = _auto_sigma(centers, setup.Xs, setup.ws)
         if self.sigma == 0:
-            centers, n_iter, converged = rows.kmeans(
-                centers, self.activation, self.max_iter, setup.tol, self.verbose
+            centers, n_iter, converged = kmeans(
+                rows, centers, self.activation, self.max_iter, setup.tol, self.verbose
             )
             if self.algorithm == "hartigan":
-                centers = rows.single_moves(centers, self.max_iter)
+                centers = single_moves(rows, centers, self.max_iter)
         else:
             centers, n_iter, converged = em_fixed_sigma(
                 rows,
@@ -336,8 +336,8 @@ class RBFKMeans(_BaseRBFKMeans):
             inertia=inertia,
             n_iter_=run.n_iter,
             converged_=run.converged,
-            objective_=float(units.energies(objective)),
-            sigma_=float(units.lengths(setup.sigma)),
+            objective_=float(units.to_user_energy(objective)),
+            sigma_=float(units.to_user_length(setup.sigma)),
             # A fit ends the stream of partial_fit: the next call starts one.
             drop=("_stream", "n_steps_"),
         )
@@ -442,7 +442,7 @@ class RBFKMeans(_BaseRBFKMeans):
         sample_weight = check_sample_weight(sample_weight, X)
         if fitted:
             units, offset, sigma = self._units_of_fit(), self._offset, self.sigma_
-            X = units.rows(X)
+            X = working_rows(units, X)
             centers = self._centers_as(X)
         else:
             check_n_samples(
@@ -455,7 +455,7 @@ class RBFKMeans(_BaseRBFKMeans):
             random_state = check_random_state(self.random_state)
             centers = self._init_centroids(X, init, random_state, sample_weight)
             sigma = (
-                float(units.lengths(_auto_sigma(centers, X, sample_weight)))
+                float(units.to_user_length(_auto_sigma(centers, X, sample_weight)))
                 if self.sigma == "auto"
                 else float(self.sigma)
             )
@@ -476,13 +476,13 @@ class RBFKMeans(_BaseRBFKMeans):
             X,
             sample_weight,
             centers,
-            units.working_length(sigma),
+            units.to_working_length(sigma),
             self.activation,
             offset,
             stream[:2],
             n_steps,
         )
-        centers = units.to_user(centers)
+        centers = units.to_user_points(centers)
         state.update(
             cluster_centers_=centers,
             n_steps_=n_steps,

@@ -1,76 +1,93 @@
-"""The data of a fit, in blocks, and the iterations written once against it.
+"""The data of a fit: a frozen record of the rows, with their passes and sampling.
 
-A *rows* object holds the data in the engine's working units (see
-``_scaling``) with its weights and centring offset, and offers the passes the
-algorithms need; each pass visits every row block once:
+A *rows* record holds the data in the engine's working units (see
+``_scaling``): ``X``, the weights ``w``, the centring ``offset``, the squared
+norms ``x_sq`` about it (None on dask) and the ``units``; ``in_memory`` says
+where the rows live. Every algorithm of the fit (``_anneal``, ``_lloyd``,
+``_hartigan``, ``_polish``, ``_iterations``, ``_finish``) takes the record.
+Its class keeps only what depends on where the data lives, the passes (each
+visits every row block once) and the sampling:
 
 ``stats(centers, sigma, activation)``
     ``(N, S, inertia)``: the sufficient statistics at width ``sigma`` (``S``
     in coordinates centred on ``offset``) and the hard inertia.
-``margin_checks(centers)``
-    The smallest margin ``d_(2) - d_(1)`` over the rows of positive weight,
-    from the engine's distances, and the certificate's independent check
-    (``_certificate``): ``(margin, fixed, stable)``, or None where the
-    engine's margin already refuses.
 ``final(centers, sigma, activation)``
     ``(label counts, inertia, objective)`` of the final centres.
-``labels(centers)``
-    The nearest centre of every row (a lazy array for dask rows).
-
-and the operations a fit runs on them, whatever they are:
-
-``kmeans(centers, activation, max_iter, tol, verbose)``
-    KMeans's run (its stopping rules and relocations), ``sigma=0``.
-``lloyd(centers, max_iter)``
-    Lloyd's algorithm until the labels are stable.
-``single_moves(centers, max_iter)``
-    Single-sample moves until none lowers the distortion (``_hartigan``).
+``labels(centers)``, ``labels_inertia(centers)``
+    The nearest centre of every row (a lazy array for dask rows); the label
+    counts and the inertia.
 ``init_sample(n_clusters, random_state, tol, kmeans_rule)``
     The rows the initialisation uses, and the tolerance scaled to the data.
 ``annealing_sample(n_clusters, init, random_state)``
     The rows in memory the annealing runs on, and ``init`` in their units.
 
-``MemoryRows`` (below) runs them on arrays in memory; ``_dask.DaskRows`` on
-dask chunks, one ``compute`` per pass. Fixed-width EM, Lloyd's algorithm by EM
-and the certificate (``_iterations``) are written once, against either.
+``MemoryRows`` (below) holds arrays in memory; ``_dask.DaskRows`` dask
+chunks, one ``compute`` per pass. ``fit_rows`` makes the record of a fit in
+memory, ``NewRows`` (and ``_dask.NewDaskRows``) the rows a fitted model
+predicts on.
 """
 
-import numpy as np
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
 
-from . import _hartigan, _lloyd
-from ._certificate import explicit_fixed_point
+import numpy as np
+import scipy.sparse as sp
+from sklearn.metrics.pairwise import euclidean_distances
+from sklearn.utils import check_array
+from sklearn.utils.extmath import row_norms
+from sklearn.utils.validation import _check_sample_weight
+
+from ._engine.blocks import centred_rows
 from ._engine.passes import (
     column_mean_variance,
+    data_offset,
     free_energy,
     labels_inertia,
-    labels_margins,
+    responsibilities,
     squared_norms,
     statistics,
 )
-from ._scaling import Units, fit_units
+from ._scaling import (
+    Units,
+    centred_magnitude,
+    check_representable,
+    safe_scale,
+    scaled,
+)
+
+# The mean is far from the origin beyond 2^10 standard deviations.
+_FAR = 2.0**20
 
 
+@dataclass(frozen=True, eq=False)
 class MemoryRows:
-    """Rows in memory: ``X`` (dense or CSR), weights, offset, squared norms.
+    """Rows in memory: ``X`` (dense or CSR), weights, offset, squared norms, units.
 
-    ``units`` are the working units ``X`` is in (``_scaling.Units``).
+    A frozen record: its fields are never rebound. ``x_sq`` defaults to
+    ``squared_norms(X, offset)``; ``units`` are the working units ``X`` is
+    in (``_scaling.Units``).
     """
 
-    def __init__(self, X, sample_weight, offset, x_sq=None, units=Units()):
-        self.X = X
-        self.w = sample_weight
-        self.offset = offset
-        self.x_sq = squared_norms(X, offset) if x_sq is None else x_sq
-        self.units = units
-        # The labels of the last ``final`` pass: the fit asks for them next.
-        self._last = (None, None)
-        self._centred = None
+    X: object
+    w: np.ndarray
+    offset: np.ndarray
+    x_sq: np.ndarray = None
+    units: Units = Units()
+    # The labels of the last hard pass (the fit asks for them next) and the
+    # centred rows of small data, made once.
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    in_memory: ClassVar[bool] = True
+
+    def __post_init__(self):
+        if self.x_sq is None:
+            object.__setattr__(self, "x_sq", squared_norms(self.X, self.offset))
 
     def centred(self):
         """``X - offset`` as one dense array, made once (for small data)."""
-        if self._centred is None:
-            self._centred = np.asarray(self.X - self.offset, dtype=self.X.dtype)
-        return self._centred
+        if "centred" not in self._cache:
+            self._cache["centred"] = np.asarray(self.X - self.offset, dtype=self.X.dtype)
+        return self._cache["centred"]
 
     def stats(self, centers, sigma, activation):
         """``(N, S, inertia)`` of one pass at width ``sigma``."""
@@ -79,58 +96,35 @@ class MemoryRows:
         )
         return res.N, res.S, res.inertia
 
-    def margin_checks(self, centers):
-        """Return the engine's smallest margin and the explicit check."""
-        labels, margins, _ = labels_margins(self.X, centers, self.offset)
-        # Rows of weight 0 do not enter the fixed point: they cannot break it.
-        margin = float(margins[self.w > 0].min())
-        if not margin > 0 or not np.isfinite(margin):
-            return margin, None
-        # The engine's labels only order the explicit check's work.
-        return margin, explicit_fixed_point(self.X, self.w, centers, labels)
-
     def labels(self, centers):
         """Nearest centre of every row (int32)."""
-        if self._last[0] is centers:
-            return self._last[1]
+        last = self._cache.get("labels")
+        if last is not None and last[0] is centers:
+            return last[1]
         return labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
 
-    def final(self, centers, sigma, activation):
-        """``(label counts, inertia, objective)`` of the centres."""
+    def labels_inertia(self, centers):
+        """``(label counts, inertia)`` of the centres."""
         labels, inertia = labels_inertia(
             self.X, self.w, centers, self.offset, self.x_sq
         )
-        self._last = (centers, labels)
+        self._cache["labels"] = (centers, labels)
+        return np.bincount(labels, minlength=centers.shape[0]), inertia
+
+    def final(self, centers, sigma, activation):
+        """``(label counts, inertia, objective)`` of the centres."""
+        counts, inertia = self.labels_inertia(centers)
         objective = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         ).objective
-        return np.bincount(labels, minlength=centers.shape[0]), inertia, objective
-
-    def kmeans(self, centers, activation, max_iter, tol, verbose=0):
-        """KMeans's run from ``centers`` (``_lloyd.kmeans_lloyd``).
-
-        ``activation`` is not used (dask rows run EM at width 0 with it).
-        Returns the centres, the iterations and True: as KMeans, a run that
-        ``max_iter`` stopped is not reported as unconverged.
-        """
-        centers, n_iter, _ = _lloyd.kmeans_lloyd(self, centers, max_iter, tol, verbose)
-        return centers, n_iter, True
-
-    def lloyd(self, centers, max_iter):
-        """Lloyd until the labels are stable (``_lloyd.lloyd``, incremental)."""
-        return _lloyd.lloyd(self, centers, max_iter)
-
-    def single_moves(self, centers, max_iter):
-        """Centres after single-sample moves until none gains (``_hartigan``)."""
-        return _hartigan.hartigan(
-            self.X, self.w, centers, self.offset, self.x_sq, max_iter=max_iter
-        )[0]
+        return counts, inertia, objective
 
     def init_sample(self, n_clusters, random_state, tol, kmeans_rule=False):
         """Rows for the initialisation (all of them) and the scaled tolerance.
 
         ``tol`` times the mean feature variance, weighted, or unweighted
         with ``kmeans_rule`` (KMeans's own rule, for ``sigma=0``).
+        ``n_clusters`` and ``random_state`` choose the sample of dask rows.
         """
         weights = np.ones_like(self.w) if kmeans_rule else self.w
         return self.X, self.w, tolerance(self.X, weights, tol)
@@ -143,8 +137,8 @@ class MemoryRows:
         ``weight_sample`` with their counts as weights, in the same units
         (so ``init`` is returned as it is), unless a few very heavy rows
         leave fewer distinct rows drawn than ``n_clusters``. Otherwise these
-        rows. ``random_state`` is not used (the sample depends on the data
-        only).
+        rows. ``random_state`` draws the sample of dask rows only (this
+        sample depends on the data only).
         """
         n_units = sample_size(self.w.shape[0], n_clusters)
         if not (isinstance(init, str) and init == "anneal"):
@@ -160,13 +154,92 @@ class MemoryRows:
         return sample, init
 
 
-def memory_rows(X, sample_weight, init):
+def fit_rows(X, sample_weight, init):
     """Rows in memory in the working units of a fit, and ``init`` in them.
 
-    ``init`` is an array, a callable or a name (``_scaling.fit_units``).
+    ``init`` is an array, a callable or a name (``fit_units``).
     """
     X, offset, init, units = fit_units(X, sample_weight, init)
     return MemoryRows(X, sample_weight, offset, units=units), init
+
+
+def working_units(X, sample_weight, centers=None):
+    """Rows, offset and centres in working units, and the ``Units``.
+
+    Returns ``(rows, offset, centers, units)``: the rows are ``X`` itself
+    for ordinary data, the offset is the engine's centring point in working
+    units (see ``_engine.data_offset``; zero after a shift) and ``centers``
+    may be ``None``. Raises a ``ValueError`` when the distortion of ``X``
+    cannot be represented (see ``check_representable``).
+    """
+    offset = data_offset(X, sample_weight)
+    magnitude = centred_magnitude(X, offset)
+    if centers is not None:
+        magnitude = max(magnitude, centred_magnitude(centers, offset))
+    size = float(np.abs(offset).max(initial=0.0))
+    eps = float(np.finfo(X.dtype).eps)  # Python floats: no underflow flag
+    constant = np.isfinite(size) and magnitude <= 8 * eps * size
+    if constant:
+        # Every row equal (to the centres too), up to the rounding of their
+        # mean: the distortion is 0, and the scale of the values themselves
+        # keeps their squares, and k-means++'s, in range.
+        units = Units(safe_scale(size, X.dtype))
+    else:
+        check_representable(X, offset, magnitude, float(sample_weight.sum()))
+        mean, var = column_mean_variance(X, sample_weight)
+        with np.errstate(over="ignore", under="ignore"):
+            far = float(mean @ mean) > _FAR * float(var.sum())
+        units = Units(safe_scale(magnitude, X.dtype), offset if far else None)
+    if units.shift is not None:
+        offset = np.zeros_like(offset)
+    centers = None if centers is None else units.to_working_points(centers)
+    return working_rows(units, X), scaled(offset, units.scale), centers, units
+
+
+
+def fit_units(X, sample_weight, init):
+    """``working_units`` of a fit whose ``init`` is an array, a callable or a name.
+
+    Returns ``(rows, offset, init, units)``: an array ``init`` in working
+    units (it enters the scale), a callable wrapped so that it sees the
+    user's rows and returns centres in working units, a name as it is.
+    """
+    array = init if isinstance(init, np.ndarray) else None
+    X_user = X
+    X, offset, array, units = working_units(X, sample_weight, array)
+    if array is not None:
+        return X, offset, array, units
+    if not units.identity and callable(init):
+        user_init = init
+
+        def init(X, n_clusters, random_state):
+            centers = check_array(
+                user_init(X_user, n_clusters, random_state=random_state),
+                dtype=X_user.dtype,
+            )
+            return units.to_working_points(centers)
+
+    return X, offset, init, units
+
+
+def working_rows(units, X):
+    """Return rows ``X`` (dense, CSR or dask) in the working ``units``."""
+    if units.shift is not None:
+        X = centred_rows(X, units.shift.astype(X.dtype, copy=False))
+    return scaled(X, units.scale)
+
+
+def seeding_rows(X, sample_weight):
+    """Return the rows k-means++ seeds from: centred where the mean is far.
+
+    Far from the origin the seeding's distances cancel: there it runs on
+    centred rows (one copy, as KMeans makes), elsewhere on ``X`` itself (no
+    copy). The seeds are rows of ``X`` either way.
+    """
+    mean, var = column_mean_variance(X, sample_weight)
+    if float(mean @ mean) > float(var.sum()):
+        return centred_rows(X, data_offset(X, sample_weight))
+    return X
 
 
 def tolerance(X, sample_weight, tol):
@@ -228,3 +301,63 @@ def draw_rows(cum, points, sample_weight):
     # positive weight takes it.
     idx = np.minimum(idx, np.flatnonzero(sample_weight > 0)[-1])
     return np.unique(idx, return_counts=True)
+
+
+class NewRows(NamedTuple):
+    """New rows in memory, in a fitted model's working units: prediction's passes.
+
+    ``X`` is validated and in working units; ``offset`` is the fit's,
+    in the dtype of ``X``. ``_dask.NewDaskRows`` has the same passes, lazy.
+    """
+
+    X: object
+    offset: np.ndarray
+
+    def labels(self, centers):
+        """Nearest centre of every row (int32)."""
+        ones = np.ones(self.X.shape[0], dtype=self.X.dtype)
+        return labels_inertia(self.X, ones, centers, self.offset)[0]
+
+    def responsibilities(self, centers, sigma, activation):
+        """Responsibilities of the centres at ``sigma`` (n x k, dtype of ``X``)."""
+        X, offset = self.X, self.offset
+        resp = np.empty((X.shape[0], centers.shape[0]), dtype=X.dtype)
+        return responsibilities(
+            X, centers, sigma, activation, offset, squared_norms(X, offset), resp
+        )
+
+    def distances(self, centers):
+        """Euclidean distances to the centres, as ``KMeans.transform`` gives them."""
+        X, offset = self.X, self.offset
+        if np.any(offset):
+            # Centred, as in fit: far from the origin the distances cancel.
+            X, centers = centred_rows(X, offset), centers - offset
+        return _exact_near_zero(X, centers, euclidean_distances(X, centers))
+
+    def inertia(self, centers, sample_weight):
+        """Weighted hard inertia of the rows."""
+        sample_weight = _check_sample_weight(
+            sample_weight, self.X, dtype=self.X.dtype, ensure_non_negative=True
+        )
+        return labels_inertia(self.X, sample_weight, centers, self.offset)[1]
+
+
+def _exact_near_zero(X, centers, distances):
+    """Recompute by explicit differences the distances below their rounding.
+
+    ``euclidean_distances`` takes ``||x||^2 - 2 x . c + ||c||^2``, whose
+    rounding (a few ulps of the squared norms) leaves about ``1e-8`` between
+    a sample and a centre at the same place; those few entries are redone
+    exactly, so a sample on a centre is at distance 0.
+    """
+    dtype = distances.dtype
+    x_sq = row_norms(X, squared=True).astype(np.float64)
+    c_sq = np.einsum("ij,ij->i", centers, centers).astype(np.float64)
+    bound = 16 * np.finfo(dtype).eps * (x_sq[:, None] + c_sq[None, :])
+    rows, cols = np.nonzero(distances.astype(np.float64) ** 2 <= bound)
+    if rows.size:
+        Xr = X[rows]
+        Xr = Xr.toarray() if sp.issparse(Xr) else Xr
+        diff = Xr.astype(np.float64) - centers[cols].astype(np.float64)
+        distances[rows, cols] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return distances

@@ -24,17 +24,16 @@ from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.utils import check_array
-
-from ._engine.blocks import centred_rows
-from ._engine.passes import column_mean_variance, data_offset
-
-# The mean is far from the origin beyond 2^10 standard deviations.
-_FAR = 2.0**20
 
 
 class Units(NamedTuple):
-    """The working units of a fit: ``working = (user - shift) / scale``."""
+    """The working units of a fit: ``working = (user - shift) / scale``.
+
+    Each method is named for the direction it converts in: ``to_working_*``
+    from the user's units to the working units, ``to_user_*`` back. Rows
+    are brought into working units by ``_rows.working_rows``, which centres
+    them as the engine does.
+    """
 
     scale: float = 1.0
     shift: np.ndarray = None
@@ -44,31 +43,32 @@ class Units(NamedTuple):
         """Whether working units are the user's."""
         return self.scale == 1.0 and self.shift is None
 
-    def rows(self, X):
-        """Return rows ``X`` (dense, CSR or dask) in working units."""
-        if self.shift is not None:
-            X = centred_rows(X, self.shift.astype(X.dtype, copy=False))
-        return scaled(X, self.scale)
-
-    def points(self, centers):
+    def to_working_points(self, centers):
         """Return centres in working units (always a new array)."""
         if self.shift is not None:
             centers = centers - self.shift.astype(centers.dtype, copy=False)
         return scaled(centers, self.scale) if self.scale != 1.0 else centers.copy()
 
-    def lengths(self, x):
-        """Return lengths in working units (widths, distances) in the user's.
+    def to_user_points(self, centers):
+        """Return working-unit centres (or paths of them) in the user's units."""
+        out = scaled(centers, 1.0 / self.scale)
+        if self.shift is not None:
+            out = out + self.shift.astype(out.dtype, copy=False)
+        return out
+
+    def to_working_length(self, x):
+        """Return a length in the user's units (a width) in working units."""
+        return float(x) / self.scale
+
+    def to_user_length(self, x):
+        """Return lengths in working units (widths, distances) in the user's, float64.
 
         Times the scale, a power of 4: exact, except that the lengths of
         tiny data underflow to their values at working precision.
         """
         return scaled(np.asarray(x, dtype=np.float64), 1.0 / self.scale)
 
-    def working_length(self, x):
-        """Return a length in the user's units (a width) in working units."""
-        return float(x) / self.scale
-
-    def lengths_as(self, x):
+    def to_user_distances(self, x):
         """Return working-unit lengths (distances, gradients) in the user's, same dtype.
 
         ``x`` is an array (dense, CSR or dask); it is returned itself when
@@ -76,53 +76,13 @@ class Units(NamedTuple):
         """
         return scaled(x, 1.0 / self.scale)
 
-    def energies(self, x):
+    def to_user_energy(self, x):
         """Return squared lengths (inertia, energies) in the user's units.
 
         Twice by the scale: its square may underflow where the product does
         not.
         """
-        return self.lengths(self.lengths(x))
-
-    def to_user(self, centers):
-        """Return working-unit centres (or paths of them) in the user's units."""
-        out = scaled(centers, 1.0 / self.scale)
-        if self.shift is not None:
-            out = out + self.shift.astype(out.dtype, copy=False)
-        return out
-
-
-def working_units(X, sample_weight, centers=None):
-    """Rows, offset and centres in working units, and the ``Units``.
-
-    Returns ``(rows, offset, centers, units)``: the rows are ``X`` itself
-    for ordinary data, the offset is the engine's centring point in working
-    units (see ``_engine.data_offset``; zero after a shift) and ``centers``
-    may be ``None``. Raises a ``ValueError`` when the distortion of ``X``
-    cannot be represented (see ``check_representable``).
-    """
-    offset = data_offset(X, sample_weight)
-    magnitude = centred_magnitude(X, offset)
-    if centers is not None:
-        magnitude = max(magnitude, centred_magnitude(centers, offset))
-    size = float(np.abs(offset).max(initial=0.0))
-    eps = float(np.finfo(X.dtype).eps)  # Python floats: no underflow flag
-    constant = np.isfinite(size) and magnitude <= 8 * eps * size
-    if constant:
-        # Every row equal (to the centres too), up to the rounding of their
-        # mean: the distortion is 0, and the scale of the values themselves
-        # keeps their squares, and k-means++'s, in range.
-        units = Units(safe_scale(size, X.dtype))
-    else:
-        check_representable(X, offset, magnitude, float(sample_weight.sum()))
-        mean, var = column_mean_variance(X, sample_weight)
-        with np.errstate(over="ignore", under="ignore"):
-            far = float(mean @ mean) > _FAR * float(var.sum())
-        units = Units(safe_scale(magnitude, X.dtype), offset if far else None)
-    if units.shift is not None:
-        offset = np.zeros_like(offset)
-    centers = None if centers is None else units.points(centers)
-    return units.rows(X), scaled(offset, units.scale), centers, units
+        return self.to_user_length(self.to_user_length(x))
 
 
 def safe_scale(magnitude, dtype):
@@ -207,28 +167,3 @@ def scaled(X, scale):
         if sp.issparse(X):
             return X * inv
         return np.multiply(X, inv)
-
-
-def fit_units(X, sample_weight, init):
-    """``working_units`` of a fit whose ``init`` is an array, a callable or a name.
-
-    Returns ``(rows, offset, init, units)``: an array ``init`` in working
-    units (it enters the scale), a callable wrapped so that it sees the
-    user's rows and returns centres in working units, a name as it is.
-    """
-    array = init if isinstance(init, np.ndarray) else None
-    X_user = X
-    X, offset, array, units = working_units(X, sample_weight, array)
-    if array is not None:
-        return X, offset, array, units
-    if not units.identity and callable(init):
-        user_init = init
-
-        def init(X, n_clusters, random_state):
-            centers = check_array(
-                user_init(X_user, n_clusters, random_state=random_state),
-                dtype=X_user.dtype,
-            )
-            return units.points(centers)
-
-    return X, offset, init, units

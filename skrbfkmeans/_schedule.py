@@ -25,7 +25,7 @@ from ._engine.passes import (
     m_step,
     statistics,
 )
-from ._iterations import em_at_width
+from ._iterations import em_fixed_sigma, stage_tolerance
 
 # Fraction of the weight that must be one-hot (softmax, to working precision)
 # before the schedule hands over to entmax-1.5.
@@ -262,9 +262,11 @@ class Schedule:
 
     def settle(self, max_iter, tol):
         """Plain EM on the k centres at ``T`` (no prior): the model at sigma_end."""
-        centers, it, conv = em_at_width(
-            self.rows, self.groups.expanded(), self.sigma, self.act, max_iter, tol
-        )
+        sigma = self.sigma
+        centers, it, conv = em_fixed_sigma(
+            self.rows, self.groups.expanded(), sigma, self.act, max_iter=max_iter,
+            tol=stage_tolerance(tol, sigma),
+        )  # fmt: skip
         k = self.n_clusters
         self.groups = Groups(centers, np.zeros(k), np.arange(k))
         return it, conv

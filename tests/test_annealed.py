@@ -591,14 +591,17 @@ def test_n_iter_counts_the_final_lloyd_run():
     # centres (the path's last stage) to the final ones, at most max_iter;
     # n_iter_total_ counts every stage too.
     from skrbfkmeans._engine.passes import data_offset
-    from skrbfkmeans._iterations import em_lloyd as plain_lloyd
+    from skrbfkmeans._iterations import em_fixed_sigma
     from skrbfkmeans._rows import MemoryRows
 
     X, _ = make_blobs(300, centers=5, cluster_std=1.5, random_state=0)
     km = AnnealedRBFKMeans(5, polish=False).fit(X)
     w = np.ones(X.shape[0])
     rows = MemoryRows(X, w, data_offset(X, w))
-    centers, n_iter, converged = plain_lloyd(rows, km.centers_path_[-2], km.max_iter)
+    # The engine's plain Lloyd: EM with entmax-1.5 at width 0.
+    centers, n_iter, converged = em_fixed_sigma(
+        rows, km.centers_path_[-2], 0.0, "entmax15", max_iter=km.max_iter, tol=0.0
+    )
     assert_allclose(km.cluster_centers_, centers, rtol=1e-12)
     # The final run sums the clusters in another order than the stages did:
     # the first M-step may move a centre by an ulp, which costs the run one

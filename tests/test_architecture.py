@@ -20,10 +20,11 @@ PACKAGE = pathlib.Path(skrbfkmeans.__file__).parent
 # ".py"; a subpackage by its folder (every module in it).
 LAYERS = {
     "engine": ["_engine", "_entmax"],
-    "support": ["_scaling", "_validation", "_version"],
+    "support": ["_scaling", "_validation", "_version", "_policy"],
     "iterations": [
         "_rows",
         "_iterations",
+        "_finish",
         "_lloyd",
         "_hartigan",
         "_polish",

@@ -46,7 +46,7 @@ def test_moves_only_lower_the_distortion(k, global_random_seed):
     before = distortion(X, centers)
     w, offset = np.ones(X.shape[0]), np.zeros(X.shape[1])
     new, inertia, kept, _, spent = boundary_moves(
-        X, w, centers, offset, squared_norms(X, offset), budget=1000
+        MemoryRows(X, w, offset), centers, budget=1000
     )
     assert spent > 0  # k >= 2: some pair shares a boundary
     if not kept:
@@ -66,17 +66,13 @@ def test_budget_bounds_the_iterations():
     X, _ = make_blobs(600, centers=8, cluster_std=2.5, random_state=0)
     centers = _fixed_point(X, 8, 0)
     w, offset = np.ones(X.shape[0]), np.zeros(X.shape[1])
-    x_sq = squared_norms(X, offset)
-    _, _, kept, _, spent = boundary_moves(X, w, centers, offset, x_sq, budget=0)
+    rows = MemoryRows(X, w, offset)
+    _, _, kept, _, spent = boundary_moves(rows, centers, budget=0)
     assert not kept and spent == 0
     for budget in (1, 5, 12):
-        *_, spent = boundary_moves(
-            X, w, centers, offset, x_sq, budget=budget, max_iter=3
-        )
+        *_, spent = boundary_moves(rows, centers, budget=budget, max_iter=3)
         assert spent < budget + 3
-    *_, kept, _, spent_full = boundary_moves(
-        X, w, centers, offset, x_sq, budget=10**9, max_iter=3
-    )
+    *_, kept, _, spent_full = boundary_moves(rows, centers, budget=10**9, max_iter=3)
     assert spent_full >= spent
 
 

@@ -16,7 +16,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import skrbfkmeans._rows as rows_module
+import skrbfkmeans._certificate as certificate_module
 from skrbfkmeans import AnnealedRBFKMeans
 from skrbfkmeans._certificate import explicit_fixed_point
 from skrbfkmeans._engine.passes import data_offset, squared_norms
@@ -149,13 +149,13 @@ def test_certificate_refuses_falsified_engine_margins(monkeypatch):
     w[-1] = 1e-9  # the tie now counts, and barely moves the means
     offset = data_offset(X, w)
     x_sq = squared_norms(X, offset)
-    real = rows_module.labels_margins
+    real = certificate_module.labels_margins
 
     def falsified(X, centers, offset):
         labels, margins, nearest = real(X, centers, offset)
         return labels, np.maximum(margins, 100.0), nearest
 
-    monkeypatch.setattr(rows_module, "labels_margins", falsified)
+    monkeypatch.setattr(certificate_module, "labels_margins", falsified)
     _, certified = certify(MemoryRows(X, w, offset, x_sq), centers, sigma_max=1.0)
     assert certified is False
     # Without the tie sample the same patched engine certifies, truthfully.

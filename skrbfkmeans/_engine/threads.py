@@ -1,11 +1,7 @@
-"""The thread policy of the public entry points, and the engine's threads.
+"""The engine's threads.
 
-Every public method and function that runs the engine runs with BLAS limited
-to one thread, as KMeans does: the engine's products are per block (1 to 4
-MiB of scores), too small to gain from BLAS threads, and on a busy machine
-spinning BLAS threads slowed a fit down twentyfold.
-
-The engine's passes run their row blocks on a pool of threads instead (NumPy
+The public entry points run BLAS on one thread (``_policy``); the engine's
+passes run their row blocks on a pool of threads instead (NumPy
 and BLAS release the GIL), as many as KMeans would use: all cores by
 default, fewer under ``OMP_NUM_THREADS`` or
 ``threadpoolctl.threadpool_limits``. The blocks are fixed by the data's
@@ -14,28 +10,9 @@ are bit for bit the same for every number of threads.
 """
 
 import contextvars
-import functools
 from concurrent.futures import ThreadPoolExecutor
 
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
-from threadpoolctl import ThreadpoolController
-
-
-@functools.cache
-def _controller():
-    return ThreadpoolController()
-
-
-def one_blas_thread(func):
-    """Run ``func`` with BLAS limited to one thread."""
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with _controller().limit(limits=1, user_api="blas"):
-            return func(*args, **kwargs)
-
-    return wrapper
-
 
 def engine_threads():
     """Return the number of threads for the block passes (as KMeans counts)."""
