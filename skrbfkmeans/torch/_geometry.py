@@ -42,13 +42,22 @@ def work_dtype(*dtypes):
     return dtype
 
 
-def _power_of_2_below(m):
-    """The largest power of 2 at most ``m``; 1 where ``m`` is 0 (or NaN).
+# The exponent field of each working dtype, read through an integer view.
+_EXPONENT_BITS = {
+    torch.float32: (torch.int32, 0x7F800000),
+    torch.float64: (torch.int64, 0x7FF0000000000000),
+}
 
-    Taken from the exponent (``floor(log2 m)``): exact, and a NaN or an
-    infinite magnitude passes through to the rows that hold it.
+
+def _power_of_2_below(m):
+    """The largest power of 2 at most ``m``, for ``m`` at least the tiniest normal.
+
+    The exponent field of ``m`` with a zero mantissa: exact and one
+    operation (no ``log2``). NaN and infinity give infinity, which turns
+    the rows that hold them into NaN and no other.
     """
-    return torch.exp2(torch.floor(torch.log2(torch.where(m > 0, m, 1.0))))
+    int_dtype, mask = _EXPONENT_BITS[m.dtype]
+    return torch.bitwise_and(m.view(int_dtype), mask).view(m.dtype)
 
 
 class Geometry(NamedTuple):
@@ -69,42 +78,34 @@ def geometry(z, centers):
     are constants: piecewise constant functions of the data, with no
     gradient). Both must already have the working dtype.
     """
-    with torch.no_grad():
-        # The midrange of the centres: any point gives the same distances;
-        # one among the centres keeps the rows near them from cancelling in
-        # float32 (and, as half the largest plus half the smallest, it
-        # cannot overflow).
-        offset = 0.5 * centers.amax(dim=0) + 0.5 * centers.amin(dim=0)
+    tiny = torch.finfo(z.dtype).tiny
+    # The first centre as the centring point: any point gives the same
+    # distances; one among the centres keeps the rows near them from
+    # cancelling in float32 (and it is a view: no operation).
+    offset = centers.detach()[0]
     zo, mo = z - offset, centers - offset
     with torch.no_grad():
-        c = _power_of_2_below(mo.abs().amax())
+        c = _power_of_2_below(mo.abs().amax().clamp(min=tiny))
         r = _power_of_2_below(torch.maximum(zo.abs().amax(dim=1, keepdim=True), c))
+        minus_rho = -c / r
     a, b = zo / r, mo / c
-    h = 2.0 * (a @ b.T) - (c / r) * (b * b).sum(dim=1)
+    h = torch.addmm(minus_rho * (b * b).sum(dim=1), a, b.T, alpha=2.0)
     return Geometry(a, b, r, c, h, h.detach().amax(dim=1, keepdim=True))
 
 
 def score_factor(geo, sigma):
-    """``f_i = r_i c / T`` (n x 1), from the exponents, clamped to normal numbers.
+    """``f_i = r_i c / T = (r_i / (2 sigma)) (c / sigma)`` (n x 1), clamped.
 
-    ``sigma`` is a tensor of any floating dtype (the layer's buffer); a
-    width of 0 gives the largest factor (the hard limit) and a width too
-    large for ``T`` gives the smallest (uniform responsibilities).
+    ``sigma`` is a 0-d tensor of any floating dtype (the layer's buffer).
+    Written with ``c / sigma`` and ``r_i / sigma`` so that neither ``T`` nor
+    ``1 / T`` need be representable; clamped to the dtype's normal range, so
+    a width of 0 gives the largest factor (the hard limit) and a width too
+    large gives the smallest (uniform responsibilities).
     """
-    dtype = geo.a.dtype
-    sigma = sigma.to(device=geo.a.device, dtype=torch.float64).abs()
-    # log2(T) = 1 + 2 log2(sigma), in float64 so that a width near the
-    # limits of float32 keeps its exponent.
-    log2_T = 1.0 + 2.0 * torch.log2(sigma)
-    exponent = torch.log2(geo.r).double() + torch.log2(geo.c).double() - log2_T
-    exponent = exponent.clamp(min=_MIN_EXP[dtype], max=_MAX_EXP[dtype])
-    return torch.exp2(exponent).to(dtype)
-
-
-# Exponents of the smallest normal and of the largest power of 2 of each
-# working dtype (a factor clamped there is 2^e exactly).
-_MIN_EXP = {torch.float32: -126, torch.float64: -1022}
-_MAX_EXP = {torch.float32: 127, torch.float64: 1023}
+    finfo = torch.finfo(geo.a.dtype)
+    sigma = sigma.to(device=geo.a.device, dtype=geo.a.dtype).abs()
+    factor = (geo.r * (0.5 / sigma)) * (geo.c / sigma)
+    return factor.clamp(min=finfo.tiny, max=finfo.max)
 
 
 def scores(geo, factor):

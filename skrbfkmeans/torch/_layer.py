@@ -17,6 +17,13 @@ def _check_count(value, name):
     return int(value)
 
 
+def _row_geometry(z, centers):
+    """:func:`geometry` of rows (n x d) without autograd, in the working dtype."""
+    with torch.no_grad(), without_autocast(z.device):
+        dtype = work_dtype(z.dtype, centers.dtype)
+        return geometry(z.to(dtype), centers.to(dtype))
+
+
 def squared_distances(z, centers):
     """``||z_i - mu_j||^2`` (n x k), without autograd, in the working dtype.
 
@@ -24,12 +31,23 @@ def squared_distances(z, centers):
     depend on that row and the centres only, and overflow only where their
     value does.
     """
-    with torch.no_grad(), without_autocast(z.device):
-        dtype = work_dtype(z.dtype, centers.dtype)
-        geo = geometry(z.to(dtype), centers.to(dtype))
-        r = geo.r
-        d = r * (r * (geo.a * geo.a).sum(dim=1, keepdim=True) - geo.c * geo.h)
+    geo = _row_geometry(z, centers)
+    r = geo.r
+    d = r * (r * (geo.a * geo.a).sum(dim=1, keepdim=True) - geo.c * geo.h)
     return d.clamp(min=0.0)
+
+
+def margins(z, centers):
+    """``d_i(2) - d_i(1)`` per row (n,), from the differences of ``h``.
+
+    Exact to rounding of the difference itself, at any distance of the row
+    (the row's norm, which cancels, is never added). One centre: inf.
+    """
+    if centers.shape[0] == 1:
+        return torch.full(z.shape[:1], torch.inf, device=z.device)
+    geo = _row_geometry(z, centers)
+    top = torch.topk(geo.h, 2, dim=1).values
+    return ((top[:, 0] - top[:, 1]) * geo.r[:, 0]) * geo.c
 
 
 class RBFKMeansLayer(nn.Module):
@@ -217,7 +235,10 @@ class RBFKMeansLayer(nn.Module):
         """
         check_codes(z, self.centers)
         flat = z.reshape(-1, z.shape[-1])
-        labels = squared_distances(flat, self.centers).argmin(dim=1)
+        # The largest h is the nearest centre; h holds the differences
+        # between a row's distances without the row's own norm, which at a
+        # far row would round them all alike.
+        labels = _row_geometry(flat, self.centers).h.argmax(dim=1)
         finite = torch.isfinite(flat).all(dim=1)
         labels = torch.where(finite, labels, -1)
         return labels.reshape(z.shape[:-1])

@@ -141,6 +141,7 @@ class _RBFKMeansLoss(torch.autograd.Function):
         _, R, zo, mo = output
         ctx.mark_non_differentiable(R, zo, mo)
         ctx.save_for_backward(z, centers, w, sigma, R, zo, mo)
+        # For the jvp (of the subclass below): dF depends on these alone.
         ctx.save_for_forward(w, R, zo, mo)
         ctx.activation, ctx.mean = activation, mean
 
@@ -174,6 +175,15 @@ class _RBFKMeansLoss(torch.autograd.Function):
                 else None
             )
         return grad_z, grad_centers, None, None, None, None
+
+
+
+class _RBFKMeansLossWithJvp(_RBFKMeansLoss):
+    """The loss with its forward-mode derivative, for ``torch.func.jvp``.
+
+    A separate class because dynamo cannot trace a Function that defines
+    ``jvp``: compiled code uses :class:`_RBFKMeansLoss`.
+    """
 
     @staticmethod
     def jvp(ctx, z_t, centers_t, *_):
@@ -299,7 +309,8 @@ def rbf_kmeans_loss(
     w = check_sample_weight(sample_weight, z, work_dtype(z.dtype, centers.dtype))
     if reduction == "mean" and not compiling() and not bool(w.sum() > 0):
         raise ValueError('reduction="mean" needs a positive total weight.')
-    loss, *_ = _RBFKMeansLoss.apply(
+    function = _RBFKMeansLoss if compiling() else _RBFKMeansLossWithJvp
+    loss, *_ = function.apply(
         z.reshape(-1, z.shape[-1]),
         centers,
         w,

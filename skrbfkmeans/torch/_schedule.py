@@ -7,7 +7,7 @@ import torch
 
 from .._schedule import critical_factor
 from ._checks import check_activation, check_codes, check_sample_weight, check_sigma
-from ._layer import RBFKMeansLayer, squared_distances
+from ._layer import RBFKMeansLayer, margins
 
 
 def first_critical_temperature(z, sample_weight, activation):
@@ -271,11 +271,7 @@ class AnnealingSchedule:
 def _smallest_margin(z, centers, sample_weight):
     """``min_i d_i(2) - d_i(1)`` over the rows of positive weight (inf if none)."""
     check_codes(z, centers)
-    if centers.shape[0] == 1:
-        return math.inf
-    flat = z.reshape(-1, z.shape[-1])
-    two = torch.topk(squared_distances(flat, centers), 2, dim=1, largest=False).values
-    margin = two[:, 1] - two[:, 0]
+    margin = margins(z.reshape(-1, z.shape[-1]), centers)
     if sample_weight is not None:
         w = check_sample_weight(sample_weight, z, margin.dtype)
         margin = margin[w > 0]
