@@ -58,16 +58,30 @@ from ._schedule import Groups, Schedule, critical_factor, weighted_top_eigen
 BOUNDARY_BUDGET = 0.1
 
 
+def start_and_final_activations(activation):
+    """The activations a fit anneals with and ends with, for the requested one.
+
+    ``"auto"`` anneals with softmax (mass-constrained, with priors) and
+    ends with entmax-1.5, which is exactly one-hot at the certified width;
+    ``"softmax"`` or ``"entmax15"`` is both.
+    """
+    if activation == "auto":
+        return "softmax", "entmax15"
+    return activation, activation
+
+
 class Settings(NamedTuple):
     """What every run of a fit shares (the estimator's parameters, in working units).
 
-    ``activation`` is the requested one ("auto", "softmax" or "entmax15");
-    ``tol`` the schedule's (a stage's move tolerance is ``30 tol sqrt(T)``);
+    ``start_activation`` and ``final_activation`` are the requested
+    activation resolved (``start_and_final_activations``); ``tol`` the
+    schedule's (a stage's move tolerance is ``30 tol sqrt(T)``);
     ``mass_unit`` the weight of one sample for the split and drop rules.
     """
 
     cooling: float
-    activation: str
+    start_activation: str
+    final_activation: str
     max_iter: int
     tol: float
     mass_unit: float
@@ -124,18 +138,19 @@ def _weighted_mean(X, w):
     return mean.astype(X.dtype)
 
 
-def first_critical_sigma(X, w, offset, x_sq, activation):
+def first_critical_sigma(rows, activation):
     """Default starting width: just above the first critical width.
 
     With every centre at the weighted mean, the first split happens at
     ``T_c = c lambda_max(Cov_w X)`` (``c`` from ``critical_factor``); the
     schedule starts at ``1.1 T_c``, i.e. ``sigma = sqrt(0.55 T_c)``. Constant
-    data (``lambda_max = 0``) gives 1.
+    data (``lambda_max = 0``) gives 1. ``activation`` is the one the
+    schedule starts with.
     """
-    res = moments(X, w, _weighted_mean(X, w), 1.0, "softmax", offset, x_sq)
+    X, w = rows.X, rows.w
+    res = moments(X, w, _weighted_mean(X, w), 1.0, "softmax", rows.offset, rows.x_sq)
     lam, _ = weighted_top_eigen(res.moments, res.N, res.S)
-    act = "entmax15" if activation == "entmax15" else "softmax"
-    T_c = critical_factor(act) * float(lam[0])
+    T_c = critical_factor(activation) * float(lam[0])
     return float(np.sqrt(0.55 * T_c)) if T_c > 0 else 1.0
 
 
@@ -331,8 +346,8 @@ def _schedule(rows, n_clusters, settings, init_centers, sigma_start):
     """Return the ``Schedule`` of a run from ``init_centers`` at ``sigma_start``."""
     groups = _initial_groups(rows, n_clusters, init_centers, sigma_start)
     return Schedule(
-        rows, n_clusters, groups, 2.0 * sigma_start**2, settings.activation,
-        settings.cooling, settings.mass_unit,
+        rows, n_clusters, groups, 2.0 * sigma_start**2, settings.start_activation,
+        settings.final_activation, settings.cooling, settings.mass_unit,
     )  # fmt: skip
 
 
@@ -421,7 +436,7 @@ def kmeans_from_init(rows, init_centers, settings, *, tol, sigma_cap):
     )
     return _final_phase(
         rows, centers, _Path(), settings,
-        act="softmax" if settings.activation == "softmax" else "entmax15",
+        act=settings.final_activation,
         sigma_cap=sigma_cap, tree=_flat_tree(centers.shape[0], sigma_cap),
         n_iter=it, from_init=True, finish=conv,
     )  # fmt: skip

@@ -1,7 +1,7 @@
 """AnnealedRBFKMeans: the estimator around the annealing schedule of ``_anneal``."""
 
 from numbers import Integral, Real
-from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import _fit_context
@@ -13,6 +13,7 @@ from ._anneal import (
     anneal_auto,
     first_critical_sigma,
     kmeans_from_init,
+    start_and_final_activations,
 )
 from ._base import _BaseRBFKMeans, all_or_nothing
 from ._finish import finish
@@ -33,9 +34,33 @@ def _mass_unit(sample_weight):
     return float(sample_weight[sample_weight > 0].mean())
 
 
-def _n_rows(rows):
-    """Return the number of rows of in-memory or dask rows."""
-    return rows.w.shape[0]
+class _Runs(NamedTuple):
+    """The settings of every run of an ``AnnealedRBFKMeans`` fit.
+
+    The rows the runs use (the rows, or a sample of many) and ``init`` in
+    their units; whether the runs anneal from the data mean
+    (``anneal_init``) or start with KMeans's run from an explicit init
+    (``from_init``); the widths in those units; KMeans's tolerance and the
+    certificate's largest width of ``from_init``; the annealing's
+    ``Settings``.
+    """
+
+    rows: object
+    init: object
+    anneal_init: bool
+    from_init: bool
+    sigma_start: float
+    sigma_end: float
+    kmeans_tol: float
+    sigma_cap: float
+    settings: Settings
+
+
+class _Run(NamedTuple):
+    """One run: its key (the final inertia, or objective) and its result."""
+
+    key: float
+    result: object
 
 
 class AnnealedRBFKMeans(_BaseRBFKMeans):
@@ -432,139 +457,124 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         # KMeans's rule for "auto", its warning for an array with n_init > 1.
         return super()._n_init(init_is_array)
 
-    def _prepare_runs(self, setup):
-        """Add the rows the runs use and the settings of every run.
+    def _prepare_runs(self, rows, init, random_state):
+        """Return the settings of every run: ``_Runs``, resolved once.
 
-        The runs use ``run_rows``: the rows themselves, or the sample of
-        many rows (``annealing_sample``: NumPy rows with ``init="anneal"``,
-        every dask fit), with ``init`` in its units. Widths are in those
-        units. An explicit init with ``sigma_start="auto"`` starts at the
-        end: KMeans's run from it (or the EM at a float ``sigma_end``), no
-        annealing; its tolerance and the certificate's largest width are set
-        here.
+        The runs use ``rows``: the rows themselves, or the sample of many
+        rows (``annealing_sample``: NumPy rows with ``init="anneal"``, every
+        dask fit), with ``init`` in its units. Widths are in those units:
+        ``sigma_start`` is the requested one, else just above the first
+        critical width for ``init="anneal"``, else ``sigma_end``. The
+        requested activation becomes the one the schedule starts with and
+        the one it ends with (``start_and_final_activations``). An explicit
+        init with ``sigma_start="auto"`` starts at the end: KMeans's run from
+        it (or the EM at a float ``sigma_end``), no annealing; its tolerance
+        and the certificate's largest width are set here.
         """
         n_clusters, _ = self._requested_clusters()
-        run_rows, setup.init = setup.rows.annealing_sample(
-            n_clusters, setup.init, setup.random_state
-        )
-        setup.run_rows = run_rows
-        if self.verbose and run_rows is not setup.rows:
+        run_rows, init = rows.annealing_sample(n_clusters, init, random_state)
+        if self.verbose and run_rows is not rows:
             print(
                 f"Annealing on a sample of {run_rows.X.shape[0]} rows in memory "
-                f"(of {_n_rows(setup.rows)}: the schedule's passes cost the "
+                f"(of {rows.w.shape[0]}: the schedule's passes cost the "
                 "sample's size); Lloyd's algorithm, single-sample moves and the "
                 "certificate then run on every row."
             )
         units = run_rows.units
-        setup.sigma_end = (
+        start, final = start_and_final_activations(self.activation)
+        sigma_end = (
             None if self.sigma_end == "auto" else units.to_working_length(self.sigma_end)
         )
-        setup.anneal_init = isinstance(self.init, str) and self.init == "anneal"
-        setup.from_init = not setup.anneal_init and self.sigma_start == "auto"
-        if setup.from_init and setup.sigma_end is None:
-            ones = np.ones_like(run_rows.w)
-            setup.kmeans_tol = tolerance(run_rows.X, ones, self.tol)
-            setup.sigma_cap = first_critical_sigma(
-                run_rows.X, run_rows.w, run_rows.offset, run_rows.x_sq,
-                setup.activation,
-            )  # fmt: skip
-        setup.settings = Settings(
+        anneal_init = isinstance(self.init, str) and self.init == "anneal"
+        from_init = not anneal_init and self.sigma_start == "auto"
+        if self.sigma_start != "auto":
+            sigma_start = units.to_working_length(self.sigma_start)
+        elif anneal_init:
+            sigma_start = first_critical_sigma(run_rows, start)
+        else:
+            sigma_start = sigma_end
+        if sigma_end is not None and not from_init and sigma_start <= sigma_end:
+            raise ValueError(
+                f"sigma_start={float(units.to_user_length(sigma_start)):.6g} must "
+                f"be larger than sigma_end={float(units.to_user_length(sigma_end)):.6g}."
+            )
+        kmeans_tol = sigma_cap = None
+        if from_init and sigma_end is None:
+            kmeans_tol = tolerance(run_rows.X, np.ones_like(run_rows.w), self.tol)
+            sigma_cap = first_critical_sigma(run_rows, start)
+        settings = Settings(
             cooling=self.cooling,
-            activation=self.activation,
+            start_activation=start,
+            final_activation=final,
             max_iter=self.max_iter,
             tol=self.tol,
             mass_unit=_mass_unit(run_rows.w),
             polish=self.polish,
             verbose=self.verbose,
         )
+        return _Runs(
+            run_rows, init, anneal_init, from_init, sigma_start, sigma_end,
+            kmeans_tol, sigma_cap, settings,
+        )  # fmt: skip
 
-    def _run_once(self, setup):
+    def _run_once(self, setup, first):
         """One run: the annealing, or KMeans's run from an explicit init.
 
         Its key is the final inertia (the objective at a float ``sigma_end``).
         """
-        rows, sigma_end = setup.run_rows, setup.sigma_end
-        units = rows.units
-        if setup.anneal_init:
-            init_centers = None
-            sigma_start = first_critical_sigma(
-                rows.X, rows.w, rows.offset, rows.x_sq, setup.activation
-            )
-        else:
+        runs = setup.runs
+        rows, sigma_end = runs.rows, runs.sigma_end
+        init_centers = None
+        if not runs.anneal_init:
             init_centers = self._init_centroids(
-                rows.X, setup.init, setup.random_state, rows.w
+                rows.X, runs.init, setup.random_state, rows.w
             )
             if self.verbose:
                 print("Initialization complete")
-            sigma_start = sigma_end
-        if self.sigma_start != "auto":
-            sigma_start = units.to_working_length(self.sigma_start)
-        if sigma_end is not None and not setup.from_init and sigma_start <= sigma_end:
-            raise ValueError(
-                f"sigma_start={float(units.to_user_length(sigma_start)):.6g} must be larger "
-                f"than sigma_end={float(units.to_user_length(sigma_end)):.6g}."
-            )
-        if setup.from_init and sigma_end is None:
+        if runs.from_init and sigma_end is None:
             result = kmeans_from_init(
                 rows,
                 init_centers,
-                setup.settings,
-                tol=setup.kmeans_tol,
-                sigma_cap=setup.sigma_cap,
+                runs.settings,
+                tol=runs.kmeans_tol,
+                sigma_cap=runs.sigma_cap,
             )
         elif self.n_clusters == "auto":
             result = anneal_auto(
-                rows, self.max_clusters, setup.settings, sigma_start=sigma_start
+                rows, self.max_clusters, runs.settings, sigma_start=runs.sigma_start
             )
         else:
             result = anneal(
                 rows,
                 self.n_clusters,
-                setup.settings,
+                runs.settings,
                 init_centers=init_centers,
-                sigma_start=sigma_start,
+                sigma_start=runs.sigma_start,
                 sigma_end=sigma_end,
             )
         path = result.inertia_path if sigma_end is None else result.objective_path
-        return SimpleNamespace(key=path[-1], result=result)
+        return _Run(path[-1], result)
 
     def _fitted(self, setup, run):
-        """Return the arguments of ``_set_fitted`` for the best run.
+        """Return the keywords of ``_set_fitted`` for the best run.
 
         A run on a sample is finished on every row (``_finish.finish``),
-        its result first brought into the rows' units when the sample had
-        its own (dask rows); the final pass gives the label counts, the
-        inertia and the objective.
+        whose final pass gives the label counts, the inertia and the
+        objective; a run on every row is the fit itself.
         """
-        rows, result = setup.rows, run.result
-        if setup.run_rows is rows:
-            return self._attributes(rows.units, result)
-        if setup.run_rows.units is not rows.units:
-            result = result.to_user(setup.run_rows.units)
-        result = finish(
-            rows, result, hard=self.sigma_end == "auto", max_iter=self.max_iter,
-            tol=self.tol,
+        rows = setup.rows
+        result, final = finish(
+            rows, setup.runs.rows, run.result, hard=self.sigma_end == "auto",
+            max_iter=self.max_iter, tol=self.tol,
         )  # fmt: skip
-        final = rows.final(result.centers, result.sigma, result.activation)
-        if self.verbose:
+        if self.verbose and final is not None:
             print(
                 f"Every row: Lloyd {'converged' if result.converged else 'stopped'}"
                 f" after {result.n_iter_final} iterations, inertia "
                 f"{float(rows.units.to_user_energy(final[1])):.6g}, certified "
                 f"{result.certified}."
             )
-        return self._attributes(rows.units, result, final)
-
-    def _attributes(self, units, result, final=None):
-        """Return the arguments of ``_set_fitted`` from an ``AnnealResult``.
-
-        ``result`` is in the working ``units``: lengths are multiplied by the
-        scale, energies by its square (both exact: the scale is a power of
-        4). ``final`` is the label counts, inertia and objective of a final
-        pass, when the fit made one; otherwise the objective is the path's
-        last.
-        """
-        user = result.to_user(units)
+        user = result.to_user(rows.units)
         if final is None:
             counts, inertia, objective = None, None, result.objective_path[-1]
         else:
@@ -573,13 +583,13 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             centers=result.centers,
             counts=counts,
             inertia=inertia,
+            objective=objective,
+            sigma=user.sigma,
+            n_iter=result.n_iter_final,
+            converged=result.converged,
             subject=": the final phase",
             _activation=result.activation,
-            sigma_=user.sigma,
-            objective_=float(units.to_user_energy(float(objective))),
-            n_iter_=result.n_iter_final,
             n_iter_total_=result.n_iter,
-            converged_=result.converged,
             certified_=result.certified,
             sigma_path_=user.sigma_path,
             centers_path_=user.centers_path,

@@ -11,7 +11,7 @@ method is all or nothing (``all_or_nothing``).
 import functools
 import warnings
 from numbers import Integral, Real
-from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
@@ -38,6 +38,21 @@ from ._rows import NewRows, fit_rows, seeding_rows, tolerance, working_rows
 from ._scaling import Units
 from ._validation import check_n_samples, check_sample_weight, warn_user
 from ._version import __version__
+
+
+class FitSetup(NamedTuple):
+    """What every run of a fit shares, resolved once before the runs.
+
+    ``rows`` in working units, ``init`` in them, the number of runs, the
+    random state and ``runs``: the estimator's own settings
+    (its ``_prepare_runs``, a frozen record too).
+    """
+
+    rows: object
+    init: object
+    n_init: int
+    random_state: object
+    runs: object
 
 
 def all_or_nothing(method):
@@ -217,31 +232,31 @@ class _BaseRBFKMeans(
         """Prepare, run ``n_init`` times, keep the best run, apply it at once.
 
         The skeleton of both estimators' ``fit``, on NumPy, sparse and dask
-        input alike: ``_prepare_fit`` validates and returns the fit's setup
-        (the rows in working units, ``init`` in them, the number of runs,
-        the random state, the activation, and what ``_prepare_runs`` of the
-        estimator adds); each estimator's ``_run_once(setup)`` returns one
-        run with a ``key`` (the lowest wins, the first on ties); its
-        ``_fitted(setup, run)`` returns the arguments of ``_set_fitted``,
+        input alike: ``_prepare_fit`` validates and returns the fit's
+        ``FitSetup`` (every setting resolved once, before the runs); each
+        estimator's ``_run_once(setup, first)`` returns one run with a
+        ``key`` (the lowest wins, the first on ties); its
+        ``_fitted(setup, run)`` returns the keywords of ``_set_fitted``,
         which assigns every fitted attribute in one step.
         """
         setup = self._prepare_fit(X, sample_weight)
         best = None
-        for _ in range(setup.n_init):
-            run = self._run_once(setup)
+        for i in range(setup.n_init):
+            run = self._run_once(setup, first=i == 0)
             if best is None or run.key < best.key:
                 best = run
         self._set_fitted(setup.rows, **self._fitted(setup, best))
         return self
 
     def _prepare_fit(self, X, sample_weight):
-        """Validate the data and parameters of a fit; return its setup.
+        """Validate the data and parameters of a fit; return its ``FitSetup``.
 
         NumPy and sparse data are validated and brought into working units
         (``_rows.fit_rows``); a dask collection becomes ``_dask.DaskRows``
         (validated chunk by chunk, in the user's units). An array ``init``
         is checked against the data (KMeans's messages). The estimator's
-        ``_n_init`` and ``_prepare_runs`` complete the setup.
+        ``_n_init`` and ``_prepare_runs`` (its own settings, resolved) complete
+        the setup.
         """
         init_is_array = _is_arraylike_not_scalar(self.init)
         if _dask.is_dask_collection(X):
@@ -252,15 +267,10 @@ class _BaseRBFKMeans(
             X, sample_weight = self._validate_fit_data(X, sample_weight)
             init = self._check_init_array(X) if init_is_array else self.init
             rows, init = fit_rows(X, sample_weight, init)
-        setup = SimpleNamespace(
-            rows=rows,
-            init=init,
-            n_init=self._n_init(init_is_array),
-            random_state=check_random_state(self.random_state),
-            activation="entmax15" if self.activation == "entmax15" else "softmax",
-        )
-        self._prepare_runs(setup)
-        return setup
+        n_init = self._n_init(init_is_array)
+        random_state = check_random_state(self.random_state)
+        runs = self._prepare_runs(rows, init, random_state)
+        return FitSetup(rows, init, n_init, random_state, runs)
 
     def _check_dask_fit(self):
         """Raise for the settings a fit on dask input cannot work with."""
@@ -285,44 +295,50 @@ class _BaseRBFKMeans(
         self,
         rows,
         centers,
-        counts=None,
-        inertia=None,
         *,
+        counts,
+        inertia,
+        sigma,
+        objective,
+        n_iter,
+        converged,
         subject="",
         drop=(),
-        **fitted,
+        **own,
     ):
         """Set every fitted attribute of a fit (NumPy or dask) at once.
 
-        ``fitted`` holds the estimator's own attributes (``sigma_`` and
-        ``converged_`` among them) in the user's units; ``centers`` are in
-        the working units of ``rows`` (``rows.units``). Adds
-        ``cluster_centers_``, ``labels_`` (lazy for dask rows) and
-        ``inertia_``, emits the warnings (not converged,
-        with ``subject``; empty clusters), then assigns everything in one
-        step: a warning raised as an error leaves the previous model whole.
-        The attributes named in ``drop`` are removed. ``counts`` and
-        ``inertia`` come from a final pass when the fit made one; in memory,
-        without them, one pass gives the labels and the inertia. Returns
-        nothing.
+        ``centers`` (and ``inertia``, ``objective``) are in the working
+        units of ``rows`` (``rows.units``); ``sigma`` and ``own``, the
+        estimator's own attributes, in the user's. Sets
+        ``cluster_centers_``, ``labels_`` (lazy for dask rows), ``inertia_``,
+        ``sigma_``, ``objective_``, ``n_iter_`` and ``converged_``, emits
+        the warnings (not converged, with ``subject``; empty clusters), then
+        assigns everything in one step: a warning raised as an error leaves
+        the previous model whole. The attributes named in ``drop`` are
+        removed. ``counts`` and ``inertia`` come from a final pass when the
+        fit made one; None: one pass gives the labels and the inertia.
+        Returns nothing.
         """
         if inertia is None:
             counts, inertia = rows.labels_inertia(centers)
-        labels = rows.labels(centers)
         units = rows.units
-        fitted.update(
+        fitted = dict(
+            own,
             cluster_centers_=units.to_user_points(centers),
-            labels_=labels,
+            labels_=rows.labels(centers),
             inertia_=float(units.to_user_energy(inertia)),
+            sigma_=sigma,
+            objective_=float(units.to_user_energy(float(objective))),
+            n_iter_=n_iter,
+            converged_=converged,
             _n_features_out=centers.shape[0],
             _offset=rows.offset,
             _units=units,
         )
-        if not fitted["converged_"]:
+        if not converged:
             self._warn_not_converged(subject)
-        self._warn_distinct(
-            int(np.count_nonzero(counts)), fitted["sigma_"], centers.shape[0]
-        )
+        self._warn_distinct(int(np.count_nonzero(counts)), sigma, centers.shape[0])
         self.__dict__.update(fitted)
         for name in drop:
             self.__dict__.pop(name, None)

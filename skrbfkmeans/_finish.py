@@ -58,17 +58,25 @@ def single_moves(rows, centers, max_iter):
     return centers
 
 
-def finish(rows, result, *, hard, max_iter, tol):
+def finish(rows, sample, result, *, hard, max_iter, tol):
     """Finish on every row the annealing ``result`` of a sample of them.
+
+    Returns the result and the final pass's ``(label counts, inertia,
+    objective)``; a run on every row (``sample is rows``) is returned as
+    it is, with None. The result is first brought into the units of
+    ``rows`` when the sample had its own (dask rows).
 
     ``hard`` (``sigma_end="auto"``): Lloyd's algorithm from the sample's
     centres until the labels are stable, single-sample moves, then the
     certificate; otherwise EM at the result's width with a stage's
-    tolerance (``stage_tolerance``), certified at that width itself.
-    ``result`` is an ``AnnealResult`` in the units of ``rows``; it is
-    returned with the final state, its path the sample's (its energies are
-    the sample's: weights that add up to its size).
+    tolerance (``stage_tolerance``), certified at that width itself. The
+    result's path stays the sample's (its energies are the sample's:
+    weights that add up to its size).
     """
+    if sample is rows:
+        return result, None
+    if sample.units is not rows.units:
+        result = result.to_user(sample.units)
     centers = result.centers
     if hard:
         centers, n_iter, converged = lloyd(rows, centers, max_iter)
@@ -82,7 +90,7 @@ def finish(rows, result, *, hard, max_iter, tol):
         )  # fmt: skip
         certified_sigma, certified = certify(rows, centers, sigma)
         certified = certified and certified_sigma >= sigma
-    return result._replace(
+    result = result._replace(
         centers=centers,
         sigma=float(sigma),
         n_iter=result.n_iter + n_iter,
@@ -90,3 +98,4 @@ def finish(rows, result, *, hard, max_iter, tol):
         converged=bool(result.converged and converged),
         certified=bool(certified),
     )
+    return result, rows.final(result.centers, result.sigma, result.activation)

@@ -1,7 +1,7 @@
 """RBFKMeans: soft and sparse K-Means at a fixed width."""
 
 from numbers import Real
-from types import SimpleNamespace
+from typing import NamedTuple
 
 import numpy as np
 from sklearn.base import (
@@ -21,6 +21,32 @@ from ._policy import one_blas_thread
 from ._rows import fit_units, working_rows
 from ._stream import online_em_step
 from ._validation import check_n_samples, check_sample_weight
+
+
+class _Runs(NamedTuple):
+    """The settings of every run of an ``RBFKMeans`` fit (working units).
+
+    The initialisation's rows and weights, the scaled tolerance, the width,
+    and the first run's initial centres (drawn to resolve ``sigma="auto"``;
+    None otherwise).
+    """
+
+    Xs: object
+    ws: np.ndarray
+    tol: float
+    sigma: float
+    first_centers: np.ndarray
+
+
+class _Run(NamedTuple):
+    """One run: its key (the objective), centres, iterations and final pass."""
+
+    key: float
+    centers: np.ndarray
+    n_iter: int
+    converged: bool
+    counts: np.ndarray
+    inertia: float
 
 
 class RBFKMeans(_BaseRBFKMeans):
@@ -275,35 +301,40 @@ class RBFKMeans(_BaseRBFKMeans):
                 "sparse matrix, or use algorithm='lloyd' for dask input."
             )
 
-    def _prepare_runs(self, setup):
-        """Add the initialisation's rows, the scaled tolerance and the width.
+    def _prepare_runs(self, rows, init, random_state):
+        """Return the settings of every run: ``_Runs``, resolved once.
 
         The initialisation and ``sigma="auto"`` use ``Xs, ws``: all rows in
         memory, a sample of dask rows. At ``sigma=0`` the tolerance follows
-        KMeans's rule (the variance without the weights). ``sigma`` is in
-        working units; ``None`` until the first initial centres resolve
-        ``"auto"``.
+        KMeans's rule (the variance without the weights). ``sigma="auto"``
+        is resolved from the first run's initial centres, drawn here (the
+        first run starts from them).
         """
-        rows = setup.rows
-        setup.Xs, setup.ws, setup.tol = rows.init_sample(
-            self.n_clusters, setup.random_state, self.tol, kmeans_rule=self.sigma == 0
+        Xs, ws, tol = rows.init_sample(
+            self.n_clusters, random_state, self.tol, kmeans_rule=self.sigma == 0
         )
-        units = rows.units
-        setup.sigma = None if self.sigma == "auto" else units.to_working_length(self.sigma)
+        first_centers = None
+        if self.sigma == "auto":
+            first_centers = self._init_centroids(Xs, init, random_state, ws)
+            sigma = _auto_sigma(first_centers, Xs, ws)
+        else:
+            sigma = rows.units.to_working_length(self.sigma)
+        return _Runs(Xs, ws, tol, sigma, first_centers)
 
-    def _run_once(self, setup):
+    def _run_once(self, setup, first):
         """One run from new initial centres: KMeans's at ``sigma=0``, else EM."""
-        rows = setup.rows
-        centers = self._init_centroids(
-            setup.Xs, setup.init, setup.random_state, setup.ws
-        )
+        rows, runs = setup.rows, setup.runs
+        if first and runs.first_centers is not None:
+            centers = runs.first_centers
+        else:
+            centers = self._init_centroids(
+                runs.Xs, setup.init, setup.random_state, runs.ws
+            )
         if self.verbose:
             print("Initialization complete")
-        if setup.sigma is None:
-            setup.sigma = _auto_sigma(centers, setup.Xs, setup.ws)
         if self.sigma == 0:
             centers, n_iter, converged = kmeans(
-                rows, centers, self.activation, self.max_iter, setup.tol, self.verbose
+                rows, centers, self.activation, self.max_iter, runs.tol, self.verbose
             )
             if self.algorithm == "hartigan":
                 centers = single_moves(rows, centers, self.max_iter)
@@ -311,33 +342,25 @@ class RBFKMeans(_BaseRBFKMeans):
             centers, n_iter, converged = em_fixed_sigma(
                 rows,
                 centers,
-                setup.sigma,
+                runs.sigma,
                 self.activation,
                 max_iter=self.max_iter,
-                tol=setup.tol,
+                tol=runs.tol,
                 verbose=self.verbose,
             )
-        final = rows.final(centers, setup.sigma, self.activation)
-        return SimpleNamespace(
-            key=final[2],
-            centers=centers,
-            n_iter=n_iter,
-            converged=converged,
-            final=final,
-        )
+        counts, inertia, objective = rows.final(centers, runs.sigma, self.activation)
+        return _Run(objective, centers, n_iter, converged, counts, inertia)
 
     def _fitted(self, setup, run):
-        """Return the arguments of ``_set_fitted`` for the best run."""
-        units = setup.rows.units
-        counts, inertia, objective = run.final
+        """Return the keywords of ``_set_fitted`` for the best run."""
         return dict(
             centers=run.centers,
-            counts=counts,
-            inertia=inertia,
-            n_iter_=run.n_iter,
-            converged_=run.converged,
-            objective_=float(units.to_user_energy(objective)),
-            sigma_=float(units.to_user_length(setup.sigma)),
+            counts=run.counts,
+            inertia=run.inertia,
+            objective=run.key,
+            n_iter=run.n_iter,
+            converged=run.converged,
+            sigma=float(setup.rows.units.to_user_length(setup.runs.sigma)),
             # A fit ends the stream of partial_fit: the next call starts one.
             drop=("_stream", "n_steps_"),
         )

@@ -217,11 +217,14 @@ class Schedule:
     entmax-1.5 once hard), or says there is nothing left to do.
     """
 
-    def __init__(self, rows, n_clusters, groups, T, activation, cooling, mass_unit):
+    def __init__(
+        self, rows, n_clusters, groups, T, activation, final_activation, cooling,
+        mass_unit,
+    ):  # fmt: skip
         self.rows, self.n_clusters, self.groups = rows, n_clusters, groups
         self.T = T
-        self.requested = activation  # "auto", "softmax" or "entmax15"
-        self.act = "entmax15" if activation == "entmax15" else "softmax"
+        # The activation of the stages, and the one the schedule ends with.
+        self.act, self.final_act = activation, final_activation
         self.cooling, self.mass_unit = cooling, mass_unit
 
     @property
@@ -318,9 +321,9 @@ class Schedule:
         if self.act == "softmax":
             hard = softmax_hard_fraction(margins, self.T, rows.w, rows.X.dtype)
             if hard >= HARD_FRACTION:
-                if self.requested == "softmax":
+                if self.final_act == "softmax":
                     return False
-                self.act = "entmax15"
+                self.act = self.final_act
         elif margins[rows.w > 0].min() >= 2.0 * self.T:
             return False
         self.T *= 0.5
