@@ -275,17 +275,21 @@ class RBFKMeansLayer(nn.Module):
         return self
 
     @torch.no_grad()
-    def reseed_dead_centers(self, z, *, sample_weight=None, reassignment_ratio=0.01):
-        """Move the centres that no row of ``z`` uses onto the rows that cost most.
+    def reseed_dead_centers(
+        self, z, *, sample_weight=None, reassignment_ratio=0.01, generator=None
+    ):
+        """Move the centres that no row of ``z`` uses onto rows that cost much.
 
         A centre is dead when its responsibility mass on ``z`` (at the
         layer's width, with its activation) is at most ``reassignment_ratio``
         times the largest centre's, as scikit-learn's ``MiniBatchKMeans``
         reassigns centres with few rows. Each dead centre, in index order,
-        is moved onto the row farthest (weighted squared distance) from
-        every centre still in use or already moved: a farthest-first
-        traversal, deterministic. Centres that share their mass (coincident
-        copies at a large width) are not dead.
+        is moved onto a row drawn with probability proportional to its cost
+        (weighted squared distance to the nearest centre in use or already
+        moved), as k-means++ seeds: the draw favours the costliest regions
+        of the codes without landing on a lone outlier that would leave the
+        centre dead again. Centres that share their mass (coincident copies
+        at a large width) are not dead.
 
         Parameters
         ----------
@@ -297,6 +301,9 @@ class RBFKMeansLayer(nn.Module):
         reassignment_ratio : float, default=0.01
             The mass, relative to the largest, at or below which a centre is
             dead.
+        generator : torch.Generator, default=None
+            The draws' generator (on the CPU); None uses PyTorch's global
+            one, so that ``torch.manual_seed`` makes them reproducible.
 
         Returns
         -------
@@ -319,9 +326,10 @@ class RBFKMeansLayer(nn.Module):
         cost = w * squared_distances(flat, self.centers[alive]).amin(dim=1)
         moved = []
         for j in dead.tolist():
-            i = int(cost.argmax())
-            if not cost[i] > 0:
+            if not bool(cost.sum() > 0):
                 break  # every row sits on a centre
+            weights = cost.to("cpu", torch.float64)
+            i = int(torch.multinomial(weights, 1, generator=generator))
             self.centers[j] = flat[i].to(self.centers.dtype)
             moved.append(j)
             to_new = squared_distances(flat, flat[i : i + 1])[:, 0]

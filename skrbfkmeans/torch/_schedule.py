@@ -73,8 +73,12 @@ class AnnealingSchedule:
         At each :meth:`step` given codes, the layer's centres whose
         responsibility mass on the codes is at most this fraction of the
         largest centre's are dead and are moved onto the codes that cost
-        most (:meth:`RBFKMeansLayer.reseed_dead_centers`), before the
+        much (:meth:`RBFKMeansLayer.reseed_dead_centers`), before the
         one-hot test. None (or without a layer): no centre is moved.
+    random_state : int, default=0
+        Seeds the re-seeding draws (a CPU ``torch.Generator`` of the
+        schedule's own, reset by :meth:`start`): the same codes give the
+        same moves.
 
     Attributes
     ----------
@@ -135,6 +139,7 @@ class AnnealingSchedule:
         sigma_end=None,
         activation=None,
         reassignment_ratio=0.01,
+        random_state=0,
     ):
         if layer is not None and not isinstance(layer, RBFKMeansLayer):
             raise TypeError(
@@ -173,6 +178,8 @@ class AnnealingSchedule:
                 f"{reassignment_ratio!r}."
             )
         self.reassignment_ratio = reassignment_ratio
+        self.random_state = int(random_state)
+        self._generator = torch.Generator().manual_seed(self.random_state)
 
     def _set(self, sigma):
         self.sigma = float(sigma)
@@ -214,6 +221,7 @@ class AnnealingSchedule:
         self.done = False
         self.n_steps = 0
         self.n_reseeded = 0
+        self._generator.manual_seed(self.random_state)
         return self._set(math.sqrt(0.55 * T_c))
 
     def step(self, z=None, sample_weight=None, centers=None):
@@ -253,6 +261,7 @@ class AnnealingSchedule:
                     z,
                     sample_weight=sample_weight,
                     reassignment_ratio=self.reassignment_ratio,
+                    generator=self._generator,
                 )
                 self.n_reseeded += int(moved.numel())
             if centers is None:
