@@ -14,7 +14,9 @@ given the cluster of the method's nearest centre.
   times ``RBFKMeansLayer.loss`` (mean free energy) on the codes, the centres
   trained with the network, the width cooled by ``AnnealingSchedule`` by the
   factor ``cooling`` after every epoch (from just above the codes' first
-  critical width, until every training code is one-hot).
+  critical width, until every training code is one-hot); at each step the
+  schedule re-seeds the centres left without responsibility (their count,
+  ``n_reseeded``, is printed below the tables).
 - ``DKM``: a Deep k-Means style head written here in plain PyTorch (Fard et
   al., 2020): reconstruction plus ``lam`` times the mean over the batch of
   ``sum_k softmax(-alpha d)_k d_k`` (``d`` the squared distances to the
@@ -240,7 +242,7 @@ class LayerHead:
     def __init__(self, centers, codes, activation, lam, cooling, seed):
         self.layer = make_layer(centers, codes, activation, seed)
         self.lam = lam
-        self.schedule = AnnealingSchedule(self.layer, cooling=cooling)
+        self.schedule = make_schedule(self.layer, cooling, seed)
         self.schedule.start(codes)
 
     def parameters(self):
@@ -269,9 +271,14 @@ class LayerHead:
         return float(np.mean(estimator.predict(codes.numpy()) == self.predict(codes)))
 
     def reseeded(self):
-        # Dead-centre re-seeding by AnnealingSchedule.step, where the installed
-        # package has it (None where it does not).
-        return getattr(self.schedule, "n_reseeded", None)
+        return self.schedule.n_reseeded
+
+
+def make_schedule(layer, cooling, seed):
+    """The package's schedule: it cools the width after every epoch and, at
+    each step, re-seeds the centres left without responsibility (counted in
+    ``n_reseeded``; its draws seeded by ``seed``)."""
+    return AnnealingSchedule(layer, cooling=cooling, random_state=seed)
 
 
 def make_layer(centers, codes, activation, seed):
