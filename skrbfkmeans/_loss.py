@@ -2,13 +2,45 @@
 
 from numbers import Real
 
+import numpy as np
+import scipy.sparse as sp
+
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._engine.blocks import ACTIVATIONS
 from ._engine.passes import free_energy, gradients, squared_norms
 from ._policy import one_blas_thread
-from ._rows import working_units
+from ._rows import working_rows
+from ._scaling import Units, centred_magnitude, check_representable, safe_scale, scaled
 from ._validation import check_data_centers
+
+
+def centre_units(X, sample_weight, centers):
+    """Rows, offset and centres in working units taken from the centres alone.
+
+    Returns ``(rows, offset, centers, units)`` as ``_rows.working_units``
+    does, but the centring point (the centres' mean; zero for sparse rows,
+    which centring would make dense) and the power-of-4 scale come from the
+    centres only, never from the rows: a row's loss term and gradient then
+    depend on that row and the centres, not on the other rows of the batch.
+    Raises a ``ValueError`` when the distortion cannot be represented.
+    """
+    offset = centers.mean(axis=0)
+    if sp.issparse(X):
+        offset = np.zeros_like(offset)
+    magnitude = centred_magnitude(centers, offset)
+    if not magnitude > 0:
+        # Coincident centres: their own magnitude sets the scale.
+        magnitude = float(np.abs(centers).max())
+    check_representable(
+        X,
+        offset,
+        max(magnitude, centred_magnitude(X, offset)),
+        float(sample_weight.sum()),
+    )
+    units = Units(safe_scale(magnitude, X.dtype))
+    rows = working_rows(units, X)
+    return rows, scaled(offset, units.scale), units.to_working_points(centers), units
 
 
 @validate_params(
@@ -112,7 +144,7 @@ def rbf_kmeans_loss(
     X, centers, sample_weight = check_data_centers(X, centers, sample_weight)
     # In working units: the loss scales with the square of lengths, the
     # gradients with lengths (the scale is a power of 4: exact).
-    X, offset, centers, units = working_units(X, sample_weight, centers)
+    X, offset, centers, units = centre_units(X, sample_weight, centers)
     args = (X, sample_weight, centers, units.to_working_length(sigma), activation, offset)
     x_sq = squared_norms(X, offset)
     res = gradients(*args, x_sq) if return_gradient else free_energy(*args, x_sq)
