@@ -23,6 +23,7 @@ from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.exceptions import NotFittedError  # noqa: E402
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
 
+import skrbfkmeans  # noqa: E402
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans  # noqa: E402
 from skrbfkmeans._engine.passes import data_offset, squared_norms  # noqa: E402
 from skrbfkmeans._iterations import certify  # noqa: E402
@@ -158,21 +159,35 @@ def test_to_device_and_dtype(device):
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
 @pytest.mark.parametrize("device", DEVICES)
-def test_device_matches_cpu(device, activation, global_random_seed):
-    # Check that the forward, its gradients, the loss and predict on a device
-    # equal the CPU's (float64, to 1e-12).
+def test_device_matches_numpy(device, activation, global_random_seed):
+    # Check that on each device the forward, the loss with its gradients and
+    # predict equal the NumPy package in float64 (the map of the explicit
+    # distances, rbf_kmeans_loss, the nearest centre): to 1e-12 in float64,
+    # to float32's precision in float32.
     X, _ = _blobs(global_random_seed)
-    results = []
-    for dev in ("cpu", device):
-        layer = _layer(activation, seed=global_random_seed).to(dev)
-        z = torch.from_numpy(X).to(dev).requires_grad_()
-        resp = layer(z)
-        (resp[:, 0] ** 2).sum().backward()
-        loss = layer.loss(z)
-        out = [resp, z.grad, layer.centers.grad, loss, layer.predict(z)]
-        results.append([t.detach().cpu().numpy() for t in out])
-    for got, ref in zip(*reversed(results)):
-        assert_allclose(got, ref, rtol=1e-12, atol=1e-12 * np.abs(ref).max())
+    layer64 = _layer(activation, seed=global_random_seed)
+    C = layer64.centers.detach().numpy()
+    d = ((X[:, None, :] - C[None, :, :]) ** 2).sum(axis=2)
+    s = -(d - d.min(axis=1, keepdims=True)) / (2 * 0.9**2)
+    if activation == "softmax":
+        resp = np.exp(s) / np.exp(s).sum(axis=1, keepdims=True)
+    else:
+        resp = skrbfkmeans.entmax15(s, axis=1)
+    loss, grad_c, grad_x = skrbfkmeans.rbf_kmeans_loss(
+        X, C, sigma=0.9, activation=activation, return_gradient=True
+    )
+    expected = [resp, loss, grad_c, grad_x]
+    for dtype, tol in [(torch.float64, 1e-12), (torch.float32, 2e-5)]:
+        layer = _layer(activation, seed=global_random_seed).to(device, dtype)
+        z = torch.from_numpy(X).to(device, dtype).requires_grad_()
+        out = layer(z)
+        value = layer.loss(z)
+        value.backward()
+        got = [out, value, layer.centers.grad, z.grad]
+        for g, ref in zip(got, expected):
+            g = g.detach().cpu().double().numpy()
+            assert_allclose(g, ref, rtol=tol, atol=tol * np.abs(ref).max())
+        assert_array_equal(layer.predict(z).cpu().numpy(), d.argmin(axis=1))
 
 
 @pytest.mark.parametrize("activation", ACTIVATIONS)
