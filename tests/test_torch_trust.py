@@ -40,9 +40,7 @@ def _codes(seed, n_samples=64, n_features=4, n_clusters=5, dtype=torch.float64):
     gen = torch.Generator().manual_seed(seed)
     centers = 3.0 * torch.randn(n_clusters, n_features, generator=gen, dtype=dtype)
     labels = torch.randint(n_clusters, (n_samples,), generator=gen)
-    z = centers[labels] + torch.randn(
-        n_samples, n_features, generator=gen, dtype=dtype
-    )
+    z = centers[labels] + torch.randn(n_samples, n_features, generator=gen, dtype=dtype)
     return z, centers
 
 
@@ -243,7 +241,9 @@ def test_autocast(activation, low):
     assert torch.isfinite(layer.centers.grad).all()
     codes = z.detach().float()
     eps = torch.finfo(low).eps
-    assert_allclose(resp.float().detach().numpy(), layer(codes).detach().numpy(), atol=eps)
+    assert_allclose(
+        resp.float().detach().numpy(), layer(codes).detach().numpy(), atol=eps
+    )
     expected = layer.loss(codes, reduction="mean").item()
     assert_allclose(loss.item(), expected, rtol=1e-6)
 
@@ -368,7 +368,9 @@ def test_torch_func_transforms(activation, global_random_seed):
     leaf = z.clone().requires_grad_()
     f(leaf).backward()
     scale = leaf.grad.abs().max().item()
-    assert_allclose(torch.func.grad(f)(z).numpy(), leaf.grad.numpy(), atol=1e-14 * scale)
+    assert_allclose(
+        torch.func.grad(f)(z).numpy(), leaf.grad.numpy(), atol=1e-14 * scale
+    )
     stack = torch.stack([z, 2 * z, z + 1])
     expected = torch.stack([f(s) for s in stack])
     assert_allclose(torch.func.vmap(f)(stack).numpy(), expected.numpy(), rtol=1e-14)

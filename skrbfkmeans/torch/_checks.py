@@ -36,7 +36,7 @@ def check_sigma(sigma):
 
 
 def width_tensor(sigma, device):
-    """The width as a 0-d tensor, checked on the host unless compiling.
+    """Return the width as a 0-d tensor, checked on the host unless compiling.
 
     A tensor stays a tensor (no read on the host while compiling: a new
     value then needs no new graph); a number becomes a float64 tensor.
@@ -100,7 +100,7 @@ def check_codes(z, centers):
 
 
 def check_sample_weight(sample_weight, z, dtype):
-    """The weights of the rows of ``z`` (..., d), flattened, as ``dtype``.
+    """Return the weights of the rows of ``z`` (..., d), flattened, as ``dtype``.
 
     Ones if None. Values (finite, non-negative) are checked on the host
     unless compiling.
@@ -114,8 +114,6 @@ def check_sample_weight(sample_weight, z, dtype):
             f"sample_weight must have shape {tuple(rows)} (z's shape without "
             f"its last dimension), got {tuple(w.shape)}."
         )
-    if not compiling() and (
-        not bool(torch.isfinite(w).all()) or bool((w < 0).any())
-    ):
+    if not compiling() and (not bool(torch.isfinite(w).all()) or bool((w < 0).any())):
         raise ValueError("sample_weight must be finite and non-negative.")
     return w.reshape(-1)

@@ -30,7 +30,7 @@ import torch
 
 
 def work_dtype(*dtypes):
-    """The dtype the distances are computed in: float32 at least.
+    """Return the dtype the distances are computed in: float32 at least.
 
     float16 and bfloat16 compute in float32 (mixed precision keeps the
     sensitive part in float32); a mixture (bfloat16 codes against float32
@@ -50,7 +50,7 @@ _EXPONENT_BITS = {
 
 
 def _power_of_2_below(m):
-    """The largest power of 2 at most ``m``, for ``m`` at least the tiniest normal.
+    """Return the largest power of 2 at most ``m`` (``m`` normal or larger).
 
     The exponent field of ``m`` with a zero mantissa: exact and one
     operation (no ``log2``). NaN and infinity give infinity, which turns
@@ -72,7 +72,7 @@ class Geometry(NamedTuple):
 
 
 def geometry(z, centers):
-    """The rows ``z`` (n x d) against ``centers`` (k x d) in row units.
+    """Return the rows ``z`` (n x d) against ``centers`` (k x d) in row units.
 
     Differentiable in ``z`` and ``centers`` (the offset and the powers of 2
     are constants: piecewise constant functions of the data, with no

@@ -87,7 +87,10 @@ class RBFKMeansLayer(nn.Module):
         The centres, drawn from a standard normal distribution at creation:
         copy in a better start (``from_estimator``, or rows of the codes).
     sigma : torch.Tensor of shape ()
-        The width (a buffer: saved in ``state_dict``, moved by ``to``).
+        The width (a buffer: saved in ``state_dict``, moved by ``to``, read
+        on the device so that a new value needs no new compiled graph). Set
+        it in place (``layer.sigma.fill_(value)``), as
+        :class:`AnnealingSchedule` does.
     activation : str
         The responsibilities' map (saved in ``state_dict`` too).
 
@@ -101,10 +104,20 @@ class RBFKMeansLayer(nn.Module):
     Notes
     -----
     The scores are ``-||z_i - mu_j||^2 / (2 sigma^2)`` for both maps,
-    computed from ``2 z . mu - ||mu||^2`` in working units (centred, and
-    scaled by a power of 2 when far from 1) so that they neither overflow
-    nor cancel. The backward of ``forward`` is the map's closed-form
-    Jacobian; that of ``loss`` uses the optimal responsibilities (Danskin).
+    computed from ``2 z . mu - ||mu||^2`` with each row in its own units:
+    centred on the first centre (state of the layer, never a statistic of
+    the batch) and divided by a power of 2 of the row's magnitude, so that
+    they neither overflow nor cancel and row ``i``'s output depends on
+    ``z_i`` and the layer only. The backward of ``forward`` is the map's
+    closed-form Jacobian; that of ``loss`` uses the optimal
+    responsibilities (Danskin), and its own derivative is exact.
+
+    The width is read from the ``sigma`` buffer on the device, never on
+    the host: ``torch.compile(model, fullgraph=True)`` traces the layer
+    once for a whole annealing schedule, and ``torch.export`` exports its
+    forward. Under ``torch.autocast`` the distances and the map run in
+    float32 (the wider of the codes' and the centres' dtypes), the
+    responsibilities come back in the codes' dtype and the loss in float32.
 
     Examples
     --------

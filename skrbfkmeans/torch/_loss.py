@@ -90,7 +90,7 @@ def free_energy(geo, factor, activation):
 
 
 def responsibilities(geo, factor, activation):
-    """The map of the scores, differentiable (autograd through the map)."""
+    """Return the map of the scores, differentiable (autograd through the map)."""
     s = scores(geo, factor)
     return torch.softmax(s, dim=1) if activation == "softmax" else entmax15(s, 1)
 
@@ -175,7 +175,6 @@ class _RBFKMeansLoss(torch.autograd.Function):
                 else None
             )
         return grad_z, grad_centers, None, None, None, None
-
 
 
 class _RBFKMeansLossWithJvp(_RBFKMeansLoss):
