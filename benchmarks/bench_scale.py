@@ -78,8 +78,7 @@ from contextlib import ExitStack, contextmanager, nullcontext
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
-from skrbfkmeans import _iterations
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, _iterations
 from skrbfkmeans._dask import DaskRows
 from skrbfkmeans._engine.passes import data_offset, m_step, squared_norms
 from skrbfkmeans._engine.passes import statistics as stats_pass

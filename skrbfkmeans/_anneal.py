@@ -59,7 +59,7 @@ BOUNDARY_BUDGET = 0.1
 
 
 def start_and_final_activations(activation):
-    """The activations a fit anneals with and ends with, for the requested one.
+    """Return the activations a fit anneals with and ends with.
 
     ``"auto"`` anneals with softmax (mass-constrained, with priors) and
     ends with entmax-1.5, which is exactly one-hot at the certified width;
@@ -369,10 +369,11 @@ def anneal(rows, n_clusters, settings, *, init_centers, sigma_start, sigma_end):
         sigma = path.sigma[-1]
         # Certified at sigma_end itself, or not at all.
         certified_sigma, certified = certify(rows, centers, sigma)
+        certified = bool(certified and certified_sigma >= sigma)
         # The last stage is the EM at sigma_end: its iterations are the final run's.
         return path.result(
             centers, sigma, n_iter=n_iter, n_iter_final=it, converged=converged,
-            certified=bool(certified and certified_sigma >= sigma), activation=sched.act,
+            certified=certified, activation=sched.act,
             moves=0, tree=sched.groups.copy_tree(),
         )  # fmt: skip
     return _final_phase(

@@ -482,9 +482,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             )
         units = run_rows.units
         start, final = start_and_final_activations(self.activation)
-        sigma_end = (
-            None if self.sigma_end == "auto" else units.to_working_length(self.sigma_end)
-        )
+        sigma_end = None
+        if self.sigma_end != "auto":
+            sigma_end = units.to_working_length(self.sigma_end)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
         from_init = not anneal_init and self.sigma_start == "auto"
         if self.sigma_start != "auto":
@@ -494,9 +494,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         else:
             sigma_start = sigma_end
         if sigma_end is not None and not from_init and sigma_start <= sigma_end:
+            start_user, end_user = units.to_user_length([sigma_start, sigma_end])
             raise ValueError(
-                f"sigma_start={float(units.to_user_length(sigma_start)):.6g} must "
-                f"be larger than sigma_end={float(units.to_user_length(sigma_end)):.6g}."
+                f"sigma_start={start_user:.6g} must be larger than "
+                f"sigma_end={end_user:.6g}."
             )
         kmeans_tol = sigma_cap = None
         if from_init and sigma_end is None:

@@ -541,7 +541,7 @@ def explicit_fixed_point(X, sample_weight, centers, guess=None):
 
 
 def margin_checks(rows, centers):
-    """The engine's smallest margin and the explicit check, over ``rows``.
+    """Return the engine's smallest margin and the explicit check of ``rows``.
 
     Returns ``(margin, explicit)``: the smallest margin ``d_(2) - d_(1)``
     of the engine's distances over the rows of positive weight, and
@@ -574,9 +574,7 @@ def margin_checks(rows, centers):
         return margin, None
     explicit, fixed, stable, shift = check(parts, centers, weights, shift)
     if stable is None:
-        stable = rows.reduce(
-            single_move_block, centers, parts.N, shift, combine=_all
-        )
+        stable = rows.reduce(single_move_block, centers, parts.N, shift, combine=_all)
     return margin, (explicit, fixed, bool(stable))
 
 

@@ -518,8 +518,11 @@ class DaskRows:
         return self.reduce(_final_block, centers, sigma, activation, self.offset)
 
     def last_pass(self, centers, sigma, activation):
-        """``(N, S, inertia)`` of the last ``stats`` pass if it was at these
-        centres, width and activation, else None."""
+        """Return the last ``stats`` pass if it was at these centres and width.
+
+        ``(N, S, inertia)`` when the last pass was at ``centers``, ``sigma``
+        and ``activation``, else None.
+        """
         last = self._last_stats
         if (
             last is not None

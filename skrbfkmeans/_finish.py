@@ -7,7 +7,6 @@ moves, which need the rows in memory). ``finish`` runs them, then the
 certificate, on every row after the annealing of a sample.
 """
 
-
 from ._hartigan import hartigan
 from ._iterations import certify, em_fixed_sigma, stage_tolerance
 from ._lloyd import IncrementalLloyd, kmeans_lloyd

@@ -29,10 +29,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
+from ._engine.assign import nearest
 from ._engine.blocks import BlockPlan
 from ._engine.passes import labels_inertia
 from ._policy import one_blas_thread
-from ._lloyd import _nearest
 from ._rows import MemoryRows, working_units
 from ._validation import check_data_centers, check_n_samples
 
@@ -178,7 +178,7 @@ def hartigan(rows, centers, *, max_iter=300):
     dtype = centers.dtype
     n_clusters = centers.shape[0]
     offset = np.asarray(rows.offset, dtype=np.float64)
-    labels = _nearest(X, centers, offset.astype(dtype))[0].astype(np.int32)
+    labels = nearest(X, centers, offset.astype(dtype))[0].astype(np.int32)
     N, S = cluster_sums(X, w, labels, offset, n_clusters)
     means = _means(N, S, centers, offset)
     n_moves, converged = 0, n_clusters < 2
@@ -223,7 +223,7 @@ def hartigan(rows, centers, *, max_iter=300):
     # nearest final centre, as every other sample has.
     idle = ~(np.asarray(w) > 0)
     if idle.any():
-        labels[idle] = _nearest(X, centers, offset.astype(dtype))[0][idle]
+        labels[idle] = nearest(X, centers, offset.astype(dtype))[0][idle]
     return centers, labels.astype(np.int32), n_moves, converged
 
 
@@ -313,4 +313,5 @@ def kmeans_hartigan(X, centers, *, sample_weight=None, max_iter=300):
     rows = MemoryRows(X, sample_weight, offset, units=units)
     centers, labels, n_moves, _ = hartigan(rows, centers, max_iter=max_iter)
     _, inertia = labels_inertia(X, sample_weight, centers, offset, rows.x_sq)
-    return units.to_user_points(centers), labels, float(units.to_user_energy(inertia)), n_moves
+    inertia = float(units.to_user_energy(inertia))
+    return units.to_user_points(centers), labels, inertia, n_moves

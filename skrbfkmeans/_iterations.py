@@ -53,7 +53,7 @@ def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verb
 
 
 def stage_tolerance(tol, sigma):
-    """The squared centre shift that ends EM at ``sigma``: ``(30 tol)^2 T``.
+    """Return the squared centre shift that ends EM at ``sigma``: ``(30 tol)^2 T``.
 
     The square of an annealing stage's move tolerance, for EM at a float
     ``sigma_end`` (``T = 2 sigma^2``).

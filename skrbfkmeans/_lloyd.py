@@ -30,22 +30,21 @@ with fewer distinct groups than clusters) are left to it.
 import numpy as np
 import scipy.sparse as sp
 
+from ._engine.assign import (
+    SMALL_PASS,
+    assignment_sums,
+    is_small,
+    nearest,
+    small_distances,
+)
 from ._engine.blas import matmul
-from ._engine.blocks import BlockPlan, PreparedCenters, pooled_empty
+from ._engine.blocks import runner_up
 from ._engine.passes import m_step
 from ._iterations import em_fixed_sigma
 
 # An incremental step that would compute more than this share of a full
 # pass's distances runs the full pass (which also gives exact sums).
 FULL_PASS_SHARE = 0.5
-# Below this many distances a pass is mostly fixed costs: always full.
-SMALL_PASS = 1 << 17
-
-
-def _is_small(X, n_clusters):
-    """Whether a pass over ``X`` is mostly fixed costs (dense and small)."""
-    n, d = X.shape
-    return not sp.issparse(X) and n * n_clusters < SMALL_PASS and n * d < SMALL_PASS
 
 
 def _use_bounds(X, n_clusters):
@@ -70,101 +69,15 @@ def _coincident(centers):
     return np.unique(centers, axis=0).shape[0] < centers.shape[0]
 
 
-def _nearest(X, centers, offset, second=False):
-    """Nearest of ``centers`` (lowest index among ties) and its partial distance.
-
-    With ``second``, also the runner-up's partial distance.
-    """
-    n = X.shape[0]
-    labels = np.empty(n, dtype=np.intp)
-    e_own = np.empty(n, dtype=centers.dtype)
-    e_second = np.empty(n, dtype=centers.dtype) if second else None
-
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        e_own[sl] = e_min
-        if second:
-            e_second[sl] = _runner_up(E, imin)
-
-    BlockPlan(X, centers, offset).map(block)
-    return (labels, e_own, e_second) if second else (labels, e_own)
-
-
-def _runner_up(E, labels):
-    """Return each row's second-smallest partial distance (spoils ``E``)."""
-    E[np.arange(E.shape[0]), labels] = np.inf
-    return E.min(axis=1)
-
-
-def _small_distances(rows, centers, idx=None, out=None):
-    """Partial distances of the centred rows ``idx`` (all for None) of small data.
-
-    The centred rows are made once (``MemoryRows.centred``; small by the
-    caller's test); ``out`` is a buffer for the ``n x k`` result.
-    """
-    Xc = rows.centred() if idx is None else rows.centred()[idx]
-    pc = PreparedCenters(centers, rows.offset, centers.dtype)
-    E = matmul(Xc, pc.minus_2t, out=out)
-    E += pc.sq
-    return E
-
-
-def _small_full_pass(rows, centers, second=False):
-    """``_full_pass`` for small dense data, with few NumPy calls.
-
-    The polish runs hundreds of Lloyd iterations on data of a few thousand
-    rows, where a pass costs its fixed steps. The distances are the
-    engine's partial distances of one block (``_small_distances``), the sums
-    a dense one-hot product.
-    """
-    Xc = rows.centred()
-    n, k = Xc.shape[0], centers.shape[0]
-    # Reused buffers: fresh arrays of this size cost page faults every call.
-    E = _small_distances(rows, centers, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
-    labels = np.argmin(E, axis=1)
-    rows_n = np.arange(n)
-    e_own = E[rows_n, labels]
-    w = rows.w.astype(np.float64)
-    onehot = pooled_empty("lloyd_onehot", (k, n), np.float64)
-    onehot.fill(0.0)
-    onehot[labels, rows_n] = w
-    N, S = onehot.sum(axis=1), matmul(onehot, Xc)
-    if not second:
-        return labels, e_own, N, S
-    # The runner-up's partial distance, for the bounds of ``_Bounds``.
-    return labels, e_own, N, S, _runner_up(E, labels)
-
-
 def _full_pass(rows, centers, second=False):
-    """Labels, partial distances and the exact sums ``N``, ``S`` in one pass.
+    """One full pass at ``centers``: labels, partial distances, exact sums.
 
-    The sums are taken block by block on centred rows, as the engine takes
-    them: one sparse product per block. With ``second``, also the
-    runner-up's partial distance of every row (for ``_Bounds``).
+    ``_engine.assign.assignment_sums`` of the rows (small data from their
+    centred copy, made once: ``MemoryRows.centred``).
     """
-    X, w = rows.X, rows.w.astype(np.float64)
-    n, k = X.shape[0], centers.shape[0]
-    if _is_small(X, k):
-        return _small_full_pass(rows, centers, second)
-    labels = np.empty(n, dtype=np.intp)
-    e_own = np.empty(n, dtype=centers.dtype)
-    e_second = np.empty(n, dtype=centers.dtype) if second else None
-
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        e_own[sl] = e_min
-        b = imin.shape[0]
-        P = sp.csr_array((w[sl], imin, np.arange(b + 1)), shape=(b, k))
-        Sb = P.T @ Xb
-        if second:
-            e_second[sl] = _runner_up(E, imin)
-        return Sb.toarray() if sp.issparse(Sb) else Sb
-
-    S = np.zeros((k, X.shape[1]))
-    for Sb in BlockPlan(X, centers, rows.offset).map(block):
-        S += Sb
-    N = np.bincount(labels, weights=w, minlength=k)
-    return (labels, e_own, N, S, e_second) if second else (labels, e_own, N, S)
+    return assignment_sums(
+        rows.X, rows.w, centers, rows.offset, centred=rows.centred, second=second
+    )
 
 
 class IncrementalLloyd:
@@ -253,10 +166,10 @@ class IncrementalLloyd:
         old = self.labels.copy()
         # Samples whose centre moved: distances to every centre.
         if own_moved.size:
-            lab, e = _nearest(X[own_moved], self.centers, offset)
+            lab, e = nearest(X[own_moved], self.centers, offset)
             self.labels[own_moved], self.e_own[own_moved] = lab, e
         # The others: only a moved centre can have come as close.
-        lab, e = _nearest(X, self.centers[moved], offset)
+        lab, e = nearest(X, self.centers[moved], offset)
         lab = moved[lab]
         closer = (e < self.e_own) | ((e == self.e_own) & (lab < self.labels))
         closer[own_moved] = False
@@ -315,13 +228,15 @@ class IncrementalLloyd:
         self.exact = False
         if cand.size == 0:
             return False
-        if _is_small(rows.X, self.centers.shape[0]):
-            E = _small_distances(rows, self.centers, cand)
+        if is_small(rows.X, self.centers.shape[0]):
+            E = small_distances(rows.centred()[cand], self.centers, rows.offset)
             lab = np.argmin(E, axis=1)
             e = E[np.arange(cand.size), lab]
-            e_second = _runner_up(E, lab)
+            e_second = runner_up(E, lab)[1]
         else:
-            lab, e, e_second = _nearest(rows.X[cand], self.centers, rows.offset, True)
+            lab, e, _, e_second = nearest(
+                rows.X[cand], self.centers, rows.offset, second=True
+            )
         bounds.update(cand, e, e_second)
         self.e_own[cand] = e
         change = lab != self.labels[cand]

@@ -23,12 +23,12 @@ from sklearn.utils._param_validation import (
     validate_params,
 )
 
+from ._engine.assign import nearest
 from ._engine.blas import matmul
-from ._engine.blocks import BlockPlan
 from ._engine.passes import labels_inertia, labels_margins
-from ._policy import one_blas_thread
 from ._hartigan import hartigan
 from ._lloyd import IncrementalLloyd
+from ._policy import one_blas_thread
 from ._rows import MemoryRows, working_units
 from ._validation import check_data_centers, check_n_samples, warn_user
 
@@ -125,15 +125,7 @@ def _boundary_pairs(X, w, centers, offset):
     are left out, ties go by ``(a, b)``.
     """
     k = centers.shape[0]
-    second = np.zeros(X.shape[0], dtype=np.intp)
-    first = np.zeros(X.shape[0], dtype=np.intp)
-
-    def block(sl, Xb, E, imin, e_min, buf):
-        first[sl] = imin
-        E[np.arange(imin.size), imin] = np.inf
-        second[sl] = np.argmin(E, axis=1)
-
-    BlockPlan(X, centers, offset).map(block)
+    first, _, second, _ = nearest(X, centers, offset, second=True)
     shared = np.bincount(first * k + second, weights=w, minlength=k * k)
     order = np.lexsort((np.arange(k * k), -shared))
     return [divmod(int(p), k) for p in order if shared[p] > 0]
@@ -416,4 +408,5 @@ def kmeans_polish(
     rows = MemoryRows(X, sample_weight, offset, units=units)
     centers, _, moves, _, _, _ = polish(rows, centers, max_moves=max_moves)
     labels, inertia = labels_inertia(X, sample_weight, centers, offset, rows.x_sq)
-    return units.to_user_points(centers), labels, float(units.to_user_energy(inertia)), len(moves)
+    inertia = float(units.to_user_energy(inertia))
+    return units.to_user_points(centers), labels, inertia, len(moves)

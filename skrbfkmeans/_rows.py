@@ -86,7 +86,8 @@ class MemoryRows:
     def centred(self):
         """``X - offset`` as one dense array, made once (for small data)."""
         if "centred" not in self._cache:
-            self._cache["centred"] = np.asarray(self.X - self.offset, dtype=self.X.dtype)
+            centred = np.asarray(self.X - self.offset, dtype=self.X.dtype)
+            self._cache["centred"] = centred
         return self._cache["centred"]
 
     def stats(self, centers, sigma, activation):
@@ -194,7 +195,6 @@ def working_units(X, sample_weight, centers=None):
         offset = np.zeros_like(offset)
     centers = None if centers is None else units.to_working_points(centers)
     return working_rows(units, X), scaled(offset, units.scale), centers, units
-
 
 
 def fit_units(X, sample_weight, init):

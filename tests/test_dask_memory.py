@@ -16,8 +16,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
-from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
-from skrbfkmeans import _iterations
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, _iterations
 from skrbfkmeans._dask import DaskRows, _sample_indices
 
 dask = pytest.importorskip("dask")

@@ -1,8 +1,8 @@
 """Incremental Lloyd against plain Lloyd, and the polish against a plain search.
 
 ``IncrementalLloyd`` recomputes only the samples a moved centre can take or
-lose. The oracle is the engine's plain Lloyd (EM with entmax-1.5 at width 0: every sample
-against every centre, every iteration) and, for single assignment steps, an
+lose. The oracle is the engine's plain Lloyd (EM with entmax-1.5 at width 0:
+every sample against every centre, every iteration) and, for single assignment steps, an
 explicit nearest-centre search by differences.
 """
 
@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from skrbfkmeans import _lloyd
+from skrbfkmeans._engine import assign
 from skrbfkmeans._engine.passes import data_offset, labels_inertia
 from skrbfkmeans._hartigan import hartigan
 from skrbfkmeans._iterations import em_fixed_sigma
@@ -37,6 +38,7 @@ def steps(request, monkeypatch):
     # step incremental where it can be, and full passes block by block.
     if request.param in ("incremental", "bounded-blocks"):
         monkeypatch.setattr(_lloyd, "SMALL_PASS", 0)
+        monkeypatch.setattr(assign, "SMALL_PASS", 0)
     bounded = request.param.startswith("bounded")
     monkeypatch.setattr(
         _lloyd, "_use_bounds", lambda X, k: bounded and not sp.issparse(X)

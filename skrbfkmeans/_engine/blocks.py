@@ -234,6 +234,18 @@ def partial_distances(Xb, pc, buf):
     return E, imin, e_min
 
 
+def runner_up(E, labels):
+    """Each row's runner-up centre and its partial distance (spoils ``E``).
+
+    ``labels`` are the rows' nearest centres (``partial_distances``); the
+    runner-up is the nearest of the others, the lowest index among ties.
+    """
+    rows = np.arange(E.shape[0])
+    E[rows, labels] = np.inf
+    second = np.argmin(E, axis=1)
+    return second, E[rows, second]
+
+
 def scores_inplace(E, e_min, inv_T):
     """``E <- (e_min - E) / T``: shifted scores, 0 at each row's nearest centre."""
     np.subtract(e_min[:, None], E, out=E)

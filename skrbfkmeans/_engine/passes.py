@@ -47,6 +47,7 @@ from .blocks import (
     centred_rows,
     pooled_empty,
     responsibilities_inplace,
+    runner_up,
     scaled_scores,
     scores_inplace,
     temperature,
@@ -449,8 +450,7 @@ def labels_margins(X, centers, offset):
         labels[sl] = imin
         nearest[sl] = e_min
         if n_clusters > 1:
-            two = np.partition(E, 1, axis=1)[:, :2]
-            margins[sl] = two[:, 1] - two[:, 0]
+            margins[sl] = runner_up(E, imin)[1] - e_min
 
     BlockPlan(X, centers, offset).map(block)
     return labels, margins, nearest

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from sklearn.utils._openmp_helpers import _openmp_effective_n_threads
 
+
 def engine_threads():
     """Return the number of threads for the block passes (as KMeans counts)."""
     return _openmp_effective_n_threads()

@@ -1,0 +1,121 @@
+"""Hard assignment passes: the nearest centre and the runner-up, and Lloyd's sums.
+
+Every search of a nearest centre and its runner-up goes through the block
+kernels here and in ``blocks``: ``partial_distances`` gives each row's
+nearest centre (the lowest index among exact ties, as ``numpy.argmin`` and
+scikit-learn's Lloyd) and ``runner_up`` the second. ``nearest`` is the pass
+of both; ``assignment_sums`` the pass of a Lloyd step (labels, partial
+distances, and the weight and centred weighted sum of every cluster).
+"""
+
+import numpy as np
+import scipy.sparse as sp
+
+from .blas import matmul
+from .blocks import BlockPlan, PreparedCenters, pooled_empty, runner_up
+
+# Below this many distances a pass is mostly fixed costs: one block, with few
+# NumPy calls (``is_small``).
+SMALL_PASS = 1 << 17
+
+
+def is_small(X, n_clusters):
+    """Whether a pass over ``X`` is mostly fixed costs (dense and small)."""
+    n, d = X.shape
+    return not sp.issparse(X) and n * n_clusters < SMALL_PASS and n * d < SMALL_PASS
+
+
+def nearest(X, centers, offset, *, second=False):
+    """Nearest centre of every row (lowest index among ties), its partial distance.
+
+    Partial distances are ``||mu||^2 - 2 x . mu`` (``blocks.partial_distances``).
+    Returns ``(labels, e_own)`` (``intp``, dtype of ``centers``); with
+    ``second`` also the runner-up's index and partial distance. Cost: one
+    pass of partial distances.
+    """
+    n = X.shape[0]
+    labels = np.empty(n, dtype=np.intp)
+    e_own = np.empty(n, dtype=centers.dtype)
+    if second:
+        labels_2 = np.empty(n, dtype=np.intp)
+        e_second = np.empty(n, dtype=centers.dtype)
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        labels[sl] = imin
+        e_own[sl] = e_min
+        if second:
+            labels_2[sl], e_second[sl] = runner_up(E, imin)
+
+    BlockPlan(X, centers, offset).map(block)
+    return (labels, e_own, labels_2, e_second) if second else (labels, e_own)
+
+
+def small_distances(Xc, centers, offset, out=None):
+    """Partial distances of small dense centred rows ``Xc`` (``n x k``, one product).
+
+    ``out`` is a buffer for the result.
+    """
+    pc = PreparedCenters(centers, offset, centers.dtype)
+    E = matmul(Xc, pc.minus_2t, out=out)
+    E += pc.sq
+    return E
+
+
+def assignment_sums(X, sample_weight, centers, offset, *, centred, second=False):
+    """Labels, partial distances and the exact sums ``N``, ``S`` in one pass.
+
+    The sums are taken on centred rows (``S`` centred on ``offset``), in
+    float64. Small dense data (``is_small``) run as one block from
+    ``centred()`` (``X - offset``, dense, made by the caller once) with a
+    dense one-hot product; other data block by block, one sparse product per
+    block. With ``second``, also the runner-up's partial distance of every
+    row. Returns ``(labels, e_own, N, S)`` and ``e_second``.
+    """
+    w = sample_weight.astype(np.float64)
+    n, k = X.shape[0], centers.shape[0]
+    if is_small(X, k):
+        return _small_assignment_sums(centred(), w, centers, offset, second)
+    labels = np.empty(n, dtype=np.intp)
+    e_own = np.empty(n, dtype=centers.dtype)
+    e_second = np.empty(n, dtype=centers.dtype) if second else None
+
+    def block(sl, Xb, E, imin, e_min, buf):
+        labels[sl] = imin
+        e_own[sl] = e_min
+        b = imin.shape[0]
+        P = sp.csr_array((w[sl], imin, np.arange(b + 1)), shape=(b, k))
+        Sb = P.T @ Xb
+        if second:
+            e_second[sl] = runner_up(E, imin)[1]
+        return Sb.toarray() if sp.issparse(Sb) else Sb
+
+    S = np.zeros((k, X.shape[1]))
+    for Sb in BlockPlan(X, centers, offset).map(block):
+        S += Sb
+    N = np.bincount(labels, weights=w, minlength=k)
+    return (labels, e_own, N, S, e_second) if second else (labels, e_own, N, S)
+
+
+def _small_assignment_sums(Xc, w, centers, offset, second):
+    """``assignment_sums`` of small dense data, with few NumPy calls.
+
+    The polish runs hundreds of Lloyd iterations on data of a few thousand
+    rows, where a pass costs its fixed steps: the distances of one block,
+    the sums a dense one-hot product.
+    """
+    n, k = Xc.shape[0], centers.shape[0]
+    # Reused buffers: fresh arrays of this size cost page faults every call.
+    E = small_distances(
+        Xc, centers, offset, out=pooled_empty("lloyd_E", (n, k), Xc.dtype)
+    )
+    labels = np.argmin(E, axis=1)
+    rows_n = np.arange(n)
+    e_own = E[rows_n, labels]
+    onehot = pooled_empty("lloyd_onehot", (k, n), np.float64)
+    onehot.fill(0.0)
+    onehot[labels, rows_n] = w
+    N, S = onehot.sum(axis=1), matmul(onehot, Xc)
+    if not second:
+        return labels, e_own, N, S
+    # The runner-up's partial distance, for Hamerly's bounds.
+    return labels, e_own, N, S, runner_up(E, labels)[1]
