@@ -69,17 +69,6 @@ def _coincident(centers):
     return np.unique(centers, axis=0).shape[0] < centers.shape[0]
 
 
-def _full_pass(rows, centers, second=False):
-    """One full pass at ``centers``: labels, partial distances, exact sums.
-
-    ``_engine.assign.assignment_sums`` of the rows (small data from their
-    centred copy, made once: ``MemoryRows.centred``).
-    """
-    return assignment_sums(
-        rows.X, rows.w, centers, rows.offset, centred=rows.centred, second=second
-    )
-
-
 class IncrementalLloyd:
     """The state of a Lloyd run on ``rows`` (a ``_rows.MemoryRows``).
 
@@ -97,24 +86,27 @@ class IncrementalLloyd:
         self.bounds = None
         if _use_bounds(rows.X, centers.shape[0]):
             self.bounds = _Bounds(rows, np.asarray(centers).dtype)
+        self.labels = None
         self._reset(np.array(centers, copy=True))
 
     def _reset(self, centers):
-        """Take ``centers`` and one full pass's labels and exact sums."""
-        self.centers = centers
-        if self.bounds is not None:
-            labels, e_own, N, S, e_second = _full_pass(self.rows, centers, True)
-            self.bounds.update(slice(None), e_own, e_second)
-        else:
-            labels, e_own, N, S = _full_pass(self.rows, centers)
-        self.labels, self.e_own, self.N, self.S = labels, e_own, N, S
-        self.exact = True  # labels, partial distances and sums from a full pass
+        """Take ``centers`` and one full pass's labels and exact sums.
 
-    def _relabel_all(self):
-        """One full pass at the current centres; whether a label changed."""
-        old = self.labels
-        self._reset(self.centers)
-        return not np.array_equal(self.labels, old)
+        The pass is ``_engine.assign.assignment_sums`` (small data from the
+        rows' centred copy, made once: ``MemoryRows.centred``). Returns
+        whether a label changed.
+        """
+        rows, old = self.rows, self.labels
+        self.centers = centers
+        out = assignment_sums(
+            rows.X, rows.w, centers, rows.offset, centred=rows.centred,
+            second=self.bounds is not None,
+        )  # fmt: skip
+        self.labels, self.e_own, self.N, self.S = out[:4]
+        if self.bounds is not None:
+            self.bounds.update(slice(None), self.e_own, out[4])
+        self.exact = True  # labels, partial distances and sums from a full pass
+        return old is None or not np.array_equal(self.labels, old)
 
     def copy(self):
         """Return an independent copy of the state (for a trial move)."""
@@ -150,7 +142,7 @@ class IncrementalLloyd:
             if shift is not None:
                 return self._bounded_step(shift)
             # Centres moved from outside (a trial move): new bounds.
-            return self._relabel_all()
+            return self._reset(self.centers)
         rows = self.rows
         X, offset = rows.X, rows.offset
         n, k = X.shape[0], self.centers.shape[0]
@@ -161,7 +153,7 @@ class IncrementalLloyd:
             own_moved.size * k + n * moved.size > FULL_PASS_SHARE * n * k
         ):
             # Small data, or too much to recompute: one full pass is cheaper.
-            return self._relabel_all()
+            return self._reset(self.centers)
         self.exact = False
         old = self.labels.copy()
         # Samples whose centre moved: distances to every centre.
@@ -224,7 +216,7 @@ class IncrementalLloyd:
         bounds, rows = self.bounds, self.rows
         cand = bounds.candidates(self.labels, shift)
         if cand.size > FULL_PASS_SHARE * self.labels.size:
-            return self._relabel_all()
+            return self._reset(self.centers)
         self.exact = False
         if cand.size == 0:
             return False
@@ -257,13 +249,13 @@ class IncrementalLloyd:
         the polish that ends on the current partition never seems to win by
         rounding. A pass that changes a label returns False, the state exact.
         """
-        if self._relabel_all():
+        if self._reset(self.centers):
             return False
         new = m_step(self.N, self.S, self.centers, self.rows.offset)
         if np.array_equal(new, self.centers):
             return True
         self.centers = new
-        return not self._relabel_all()
+        return not self._reset(self.centers)
 
     def _plain(self, max_iter):
         """Run the engine's plain Lloyd (coincident centres move together)."""
@@ -383,7 +375,9 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
     labels_old = np.full(rows.X.shape[0], -1, dtype=np.intp)
     n_iter, converged = 0, False
     for n_iter in range(1, max_iter + 1):
-        labels, e_own, N, S = _full_pass(rows, centers)
+        labels, e_own, N, S = assignment_sums(
+            rows.X, rows.w, centers, rows.offset, centred=rows.centred
+        )
         if verbose:
             inertia = float(matmul(rows.w, np.maximum(rows.x_sq + e_own, 0.0)))
             print(f"Iteration {n_iter - 1}, inertia {inertia}.")

@@ -105,9 +105,9 @@ def _small_assignment_sums(Xc, w, centers, offset, second):
     """
     n, k = Xc.shape[0], centers.shape[0]
     # Reused buffers: fresh arrays of this size cost page faults every call.
-    E = small_distances(
-        Xc, centers, offset, out=pooled_empty("lloyd_E", (n, k), Xc.dtype)
-    )
+    pc = PreparedCenters(centers, offset, centers.dtype)
+    E = matmul(Xc, pc.minus_2t, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
+    E += pc.sq
     labels = np.argmin(E, axis=1)
     rows_n = np.arange(n)
     e_own = E[rows_n, labels]

@@ -23,8 +23,3 @@ def matmul(a, b, out=None):
     """``np.matmul(a, b, out=out)`` of dense, finite operands."""
     with np.errstate(under="ignore", invalid="ignore"):
         return np.matmul(a, b, out=out)
-
-
-def row_sums(A, ones):
-    """Row sums of a block, ``A @ ones``, as one BLAS product."""
-    return matmul(A, ones)

@@ -14,10 +14,10 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import get_config
 
-from .blas import matmul, row_sums
+from .blas import matmul
 from .entmax_rows import _sparse_rows, _Workspace
 from .partition import block_rows, row_blocks
-from .threads import map_blocks
+from .threads import block_threads, map_blocks
 
 ACTIVATIONS = ("softmax", "entmax15")
 
@@ -179,6 +179,21 @@ class BlockPlan:
         a caller that adds them in that order gets the same sums for every
         number of threads. ``func`` may write rows ``sl`` of shared arrays.
         """
+        blocks = list(row_blocks(self.X.shape[0], self.step))
+        max_threads = int(
+            get_config()["working_memory"] * 2**20 // (self.step * self.held)
+        )
+        if block_threads(len(blocks), max_threads) <= 1:
+            # On the caller's thread, the blocks in a plain loop.
+            results, buf = [], self.buf
+            for sl in blocks:
+                if distances:
+                    Xb = centred_block(self.X, sl, self.offset, buf)
+                    E, imin, e_min = partial_distances(Xb, self.pc, buf)
+                    results.append(func(sl, Xb, E, imin, e_min, buf))
+                else:
+                    results.append(func(sl, buf))
+            return results
         owner = threading.get_ident()
 
         def run(sl):
@@ -188,10 +203,7 @@ class BlockPlan:
             Xb = centred_block(self.X, sl, self.offset, buf)
             return func(sl, Xb, *partial_distances(Xb, self.pc, buf), buf)
 
-        max_threads = int(
-            get_config()["working_memory"] * 2**20 // (self.step * self.held)
-        )
-        return map_blocks(run, row_blocks(self.X.shape[0], self.step), max_threads)
+        return map_blocks(run, blocks, max_threads)
 
 
 def augmented_block(X, sl, offset, buf):
@@ -246,30 +258,33 @@ def runner_up(E, labels):
     return second, E[rows, second]
 
 
-def scores_inplace(E, e_min, inv_T):
-    """``E <- (e_min - E) / T``: shifted scores, 0 at each row's nearest centre."""
-    np.subtract(e_min[:, None], E, out=E)
+def block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias=None):
+    """Return a block's responsibilities from its partial distances ``E``, in place.
+
+    ``bias`` (a prior's ``-T log p``) is added to ``E`` first. The scores
+    ``(e_min - E) / T`` are shifted so that each row's maximum is 0 (at its
+    nearest centre): softmax needs no further shift, ``exp`` never
+    overflows and each row sum is at least 1; entmax-1.5 takes them as they
+    are (``entmax_rows._sparse_rows``). Statistics-only softmax passes do not
+    come here: ``_block_stats`` skips their far scores.
+    """
+    if bias is not None:
+        E += bias
+        imin = np.argmin(E, axis=1)
+        e_min = E[np.arange(E.shape[0]), imin]
+    U = E
+    np.subtract(e_min[:, None], E, out=U)
     # Far centres at a tiny T overflow to -inf (their exact limit) and at a
     # huge T the products underflow to 0 (uniform responsibilities).
     with np.errstate(over="ignore", under="ignore"):
-        E *= inv_T
-    return E
-
-
-def responsibilities_inplace(U, imin, activation, buf):
-    """Map shifted scores ``U`` (row maximum 0) to responsibilities, in place.
-
-    Softmax needs no further shift: the maximum is 0, so ``exp`` never
-    overflows and each row sum is at least 1. Statistics-only softmax passes
-    do not come here: ``_block_stats`` skips their far scores.
-    """
+        U *= inv_T
     if activation == "entmax15":
         return _sparse_rows(U, imin, 1.5, buf.ws)
     # Scores far below the maximum underflow to 0, and tiny weights divided
     # by the row sum to subnormals or 0: their values at working precision.
     with np.errstate(under="ignore"):
         np.exp(U, out=U)
-        U /= row_sums(U, buf.ones)[:, None]
+        U /= matmul(U, buf.ones)[:, None]
     return U
 
 
@@ -279,7 +294,7 @@ class ScaledCenters:
     ``z_ij = x_i . A_j + bias_j`` with ``A = 2 C^T / T`` and ``bias_j =
     -||mu_j||^2 / T + log p_j`` equals ``(-d_ij + ||x_i||^2) / T + log p_j``:
     the scores up to a per-row constant, which the softmax ignores. Compared
-    with ``partial_distances`` followed by ``scores_inplace`` this saves two
+    with ``partial_distances`` followed by ``block_responsibilities`` this saves two
     passes over the block (the bias is one pass, the shift by the row maximum
     another). ``usable`` says whether the scaled products stay far from
     overflow; at extreme widths the caller keeps the unscaled path.
@@ -382,4 +397,4 @@ def softmax_weights(Z, z_max, buf, clamp, dead=None, near=None):
         np.multiply(Z, near, out=Z)
     if dead is not None:
         Z[:, dead] = 0.0
-    return Z, row_sums(Z, buf.ones)
+    return Z, matmul(Z, buf.ones)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .blas import row_sums
+from .blas import matmul
 from .partition import block_rows, row_blocks
 
 # Rows per block: a block of scores and its temporaries (five arrays of 1 MiB
@@ -82,7 +82,7 @@ def _split_one_hot(U, imax, alpha, ws):
         else:
             np.multiply(U, scale, out=ws.V[:m])
             cand = np.greater(ws.V[:m], -1.0, out=ws.V[:m])
-        n_cand = row_sums(cand, ws.ones)
+        n_cand = matmul(cand, ws.ones)
         dense = np.flatnonzero(n_cand > 1.0)
         Ud = np.take(U, dense, axis=0, out=ws.dense[: dense.size])
         if alpha != 2.0:
@@ -124,16 +124,16 @@ def _newton_threshold(U, alpha, n_cand, ws):
         V, W = ws.V[:m], ws.W[:m]
         np.subtract(U, tau[:, None], out=V)
         np.maximum(V, 0.0, out=V)
-        A = row_sums(V, ws.ones)
+        A = matmul(V, ws.ones)
         if s is None:
             # At tau = -1 the support is the candidates, already counted.
-            s = row_sums(np.greater(V, 0.0, out=W), ws.ones)
+            s = matmul(np.greater(V, 0.0, out=W), ws.ones)
         if alpha == 2.0:
             step = (A - 1.0) / s
             newton = step
             ok = True
         else:
-            B = row_sums(np.multiply(V, V, out=W), ws.ones)
+            B = matmul(np.multiply(V, V, out=W), ws.ones)
             # Closed form on S, relative to tau: sum_S (v - t)^2 = 1 gives
             # t = mean - sqrt((1 - ss) / s), ss the spread of v over S.
             mean = A / s
@@ -145,7 +145,7 @@ def _newton_threshold(U, alpha, n_cand, ws):
             # Newton on sqrt(sum v^2) - 1, whose slope is -A / sqrt(B).
             newton = (B - np.sqrt(B)) / A
         # Consistent iff every entry of S lies strictly above the closed form.
-        above = row_sums(np.greater(V, step[:, None], out=W), ws.ones)
+        above = matmul(np.greater(V, step[:, None], out=W), ws.ones)
         done = (above == s) & ok
         # No progress at working precision: S is right up to entries within
         # rounding of the threshold, which carry no mass there.
@@ -186,7 +186,7 @@ def _finish(U, tau, alpha, out, ones, normalize=True):
     """``out <- [U - tau]_+ ** q / sum``, ``q = 1 / (alpha - 1)``, row-wise."""
     _clipped_power(U, tau, alpha, out)
     if normalize:
-        out /= row_sums(out, ones)[:, None]
+        out /= matmul(out, ones)[:, None]
     return out
 
 
@@ -236,7 +236,7 @@ def _bisect_threshold(U, alpha, n_cand, n_iter, ws):
     V = ws.V[:m]
     for _ in range(n_iter):
         mid = 0.5 * (lo + hi)
-        above = row_sums(_clipped_power(U, mid, alpha, V), ws.ones) >= 1.0
+        above = matmul(_clipped_power(U, mid, alpha, V), ws.ones) >= 1.0
         lo = np.where(above, mid, lo)
         hi = np.where(above, hi, mid)
     return lo

@@ -36,20 +36,19 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
-from .blas import matmul, row_sums
+from .blas import matmul
 from .block_stats import accumulate_moments, hard_stats, softmax_stats
 from .blocks import (
     SWEEP_BLOCK_BYTES,
     BlockPlan,
     ScaledCenters,
     augmented_block,
+    block_responsibilities,
     centred_block,
     centred_rows,
     pooled_empty,
-    responsibilities_inplace,
     runner_up,
     scaled_scores,
-    scores_inplace,
     temperature,
 )
 from .partition import block_rows, row_blocks
@@ -247,7 +246,7 @@ def statistics(
         # Blocks whose rows are all one-hot skip the threshold search.
         sums_b = hard_stats(Xb, wb, E, imin, e_min, window) if hard else None
         if sums_b is None:
-            R = _responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
+            R = block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
             sums_b = _block_sums(Xb, wb, R)
         return _Part(block_inertia, 0.0, *sums_b)
 
@@ -311,7 +310,7 @@ def free_energy(
             # No responsibilities needed.
             F, _ = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
         else:
-            R = _responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
+            R = block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
             F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
         return _Part(float(matmul(wb, d_min)), _energy(wb, F, d_min, d_mean))
 
@@ -342,9 +341,9 @@ def free_energy_moments(
             # become 0, which the sums do not see).
             R = np.add(Q, 1.0, out=E)
             R *= weights
-            R /= row_sums(R, buf.ones)[:, None]
+            R /= matmul(R, buf.ones)[:, None]
         else:
-            R = _responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
+            R = block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
             F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
         energy = _energy(wb, F, d_min, d_mean)
         M = _block_moments(Xb, wb, R)
@@ -364,7 +363,7 @@ def responsibilities(X, centers, sigma, activation, offset, x_sq, out):
     _, inv_T = temperature(sigma, centers.dtype)
 
     def block(sl, Xb, E, imin, e_min, buf):
-        out[sl] = _responsibilities(E, imin, e_min, activation, inv_T, buf)
+        out[sl] = block_responsibilities(E, imin, e_min, activation, inv_T, buf)
 
     BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES).map(block)
     return out
@@ -384,7 +383,7 @@ def gradients(X, sample_weight, centers, sigma, activation, offset, x_sq):
     def block(sl, Xb, E, imin, e_min, buf):
         wb, b = sample_weight[sl], E.shape[0]
         d_min, D, d_mean = _gaps(x_sq[sl], E, e_min, weights, buf)
-        R = _responsibilities(E, imin, e_min, activation, inv_T, buf)
+        R = block_responsibilities(E, imin, e_min, activation, inv_T, buf)
         if activation == "softmax":
             F, _ = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
         else:
@@ -404,7 +403,7 @@ def moments(X, sample_weight, centers, sigma, activation, offset, x_sq):
     def block(sl, Xb, E, imin, e_min, buf):
         wb = sample_weight[sl]
         block_inertia = _hard_inertia(wb, x_sq[sl], e_min)
-        R = _responsibilities(E, imin, e_min, activation, inv_T, buf)
+        R = block_responsibilities(E, imin, e_min, activation, inv_T, buf)
         M = _block_moments(Xb, wb, R)
         return _Part(block_inertia, 0.0, *_block_sums(Xb, wb, R), M)
 
@@ -469,19 +468,6 @@ def m_step(N, S, centers, offset):
 def _hard_inertia(wb, x_sq_b, e_min):
     """Return a block's weighted distance to the nearest centres (from ``e_min``)."""
     return float(matmul(wb, np.maximum(x_sq_b + e_min, 0.0)))
-
-
-def _responsibilities(E, imin, e_min, activation, inv_T, buf, bias=None):
-    """Return a block's responsibilities from its partial distances ``E``, in place.
-
-    ``bias`` (a prior's ``-T log p``) is added to ``E`` first.
-    """
-    if bias is not None:
-        E += bias
-        imin = np.argmin(E, axis=1)
-        e_min = E[np.arange(E.shape[0]), imin]
-    U = scores_inplace(E, e_min, inv_T)
-    return responsibilities_inplace(U, imin, activation, buf)
 
 
 def _gaps(x_sq_b, E, e_min, weights, buf):
@@ -578,8 +564,8 @@ def _entmax_energy(R, D, d_min, T, W, ones):
         np.sqrt(R, out=W)
         W -= c
         W2 = W * W
-        gap = 2.0 * c * row_sums(W2, ones)
+        gap = 2.0 * c * matmul(W2, ones)
         W2 *= W
-        gap += (4.0 / 3.0) * row_sums(W2, ones)
+        gap += (4.0 / 3.0) * matmul(W2, ones)
         gap[R.max(axis=1) == 1.0] = (4.0 / 3.0) * (1.0 - c)
         return d_min + np.einsum("ij,ij->i", R, D) + T * gap
