@@ -40,13 +40,10 @@ import numpy as np
 from scipy.cluster.hierarchy import linkage
 from scipy.spatial.distance import squareform
 
+from . import _finish
 from ._engine.passes import free_energy, moments
-from ._finish import lloyd
-from ._hartigan import hartigan
 from ._iterations import certify
 from ._lloyd import kmeans_lloyd
-from ._polish import boundary_moves
-from ._polish import polish as polish_search
 from ._schedule import Groups, Schedule, critical_factor, weighted_top_eigen
 
 # Boundary moves (``_polish``) after the final phase's other moves: a search
@@ -462,7 +459,7 @@ def _final_phase(
     rows, centers, path, settings, *, act, sigma_cap, tree, n_iter,
     from_init=False, finish=True,
 ):  # fmt: skip
-    """Lloyd to label stability, the polish and single moves, the certificate.
+    """Run the final phase: ``_finish.finish``, the certificate, the path.
 
     ``n_iter`` counts the iterations before this phase (the annealing's, or
     KMeans's run from an explicit init, ``from_init``: that run is then the
@@ -471,56 +468,29 @@ def _final_phase(
     centres as they are: no Lloyd, no polish, not converged. ``tree`` holds
     the copies' split widths before the polish.
 
-    The polish (split/merge moves, each ending on a Lloyd fixed point)
-    runs single-sample moves (``_hartigan``) before its first pass and
-    after every move it keeps, so that each pass starts where no single
-    sample gains and its last pass, which keeps nothing, proves a fixed
-    point of both (with ``polish=False``, single-sample moves alone). Then
-    boundary moves (``_polish.boundary_moves``): a search ends at the first
-    move kept, or once ``BOUNDARY_BUDGET`` times ``n_iter`` Lloyd
-    iterations found none; after a move kept, the polish again and a new
-    search. Every move kept strictly lowers the distortion, so the searches
-    end. The result is a fixed point of the single-sample moves and the
-    polish (and of Lloyd's), never above the one they reached first, which
-    the certificate then checks afresh.
+    ``_finish.finish`` runs Lloyd to stable labels, then single-sample
+    moves, or with ``polish`` the polish and boundary moves within
+    ``BOUNDARY_BUDGET`` times ``n_iter`` Lloyd iterations per search, to a
+    fixed point of all of them, which the certificate then checks afresh.
     """
-    max_iter, polish, verbose = settings.max_iter, settings.polish, settings.verbose
-    it, conv = 0, False
+    it, conv, moves, n_single, n_boundary = 0, False, [], 0, 0
+    it_final = n_iter if from_init else 0
     if finish:
-        centers, it, conv = lloyd(rows, centers, max_iter)
-    moves, it_final, n_single = [], (n_iter if from_init else it), 0
-    n_boundary, budget = 0, int(BOUNDARY_BUDGET * n_iter)  # per search
-    while finish:
-        if polish:
-            # Single-sample moves run inside the polish, before its first
-            # pass and after every kept move: it ends on a fixed point of
-            # both, with one pass of trials that keeps nothing.
-            centers, _, kept, it_polish, it_move, n_moved = polish_search(
-                rows, centers, max_iter=max_iter, single_moves=True
-            )
-            it += it_polish
-            it_final = it_move if kept else it_final
-            moves += kept
-        else:
-            centers, _, n_moved, _ = hartigan(rows, centers, max_iter=max_iter)
-        n_single += n_moved
-        # Boundary moves start from the fixed point of the moves above, so
-        # that one kept can only lower the distortion it reached; after one,
-        # the moves above run again.
-        if not polish or budget <= 0:
-            break
-        centers, _, shifted, it_move, spent = boundary_moves(
-            rows, centers, budget=budget, max_iter=max_iter
-        )
-        it += spent
-        if not shifted:
-            break
-        n_boundary, it_final = n_boundary + 1, it_move
+        done = _finish.finish(
+            rows, centers, max_iter=settings.max_iter, polish_moves=settings.polish,
+            budget=int(BOUNDARY_BUDGET * n_iter),  # per search
+        )  # fmt: skip
+        centers, it, conv, moves = done.centers, done.n_iter, done.converged, done.moves
+        n_single, n_boundary = done.n_single, done.n_boundary
+        # The run that produced the centres (KMeans's from an explicit init,
+        # unless a move was kept after it).
+        moved = bool(moves) or n_boundary > 0
+        it_final = n_iter if from_init and not moved else done.n_iter_last
     sigma, certified = certify(rows, centers, sigma_cap)
     res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
     n_distinct = np.unique(centers, axis=0).shape[0]
     path.record(sigma, centers, res, n_distinct, act)
-    if verbose:
+    if settings.verbose:
         print(
             f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, Lloyd "
             f"{'converged' if conv else 'stopped'} after {it} iterations, "

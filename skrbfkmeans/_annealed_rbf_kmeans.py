@@ -16,7 +16,7 @@ from ._anneal import (
     start_and_final_activations,
 )
 from ._base import _BaseRBFKMeans, all_or_nothing
-from ._finish import finish
+from ._finish import finish_on_every_row
 from ._iterations import ACTIVATIONS
 from ._policy import one_blas_thread
 from ._rows import tolerance
@@ -559,12 +559,12 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     def _fitted(self, setup, run):
         """Return the keywords of ``_set_fitted`` for the best run.
 
-        A run on a sample is finished on every row (``_finish.finish``),
+        A run on a sample is finished on every row (``_finish.finish_on_every_row``),
         whose final pass gives the label counts, the inertia and the
         objective; a run on every row is the fit itself.
         """
         rows = setup.rows
-        result, final = finish(
+        result, final = finish_on_every_row(
             rows, setup.runs.rows, run.result, hard=self.sigma_end == "auto",
             max_iter=self.max_iter, tol=self.tol,
         )  # fmt: skip

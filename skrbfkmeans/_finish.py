@@ -1,15 +1,21 @@
-"""The runs that end a fit on every row, each chosen by where the rows live.
+"""The end of a fit: Lloyd, single-sample moves, the polish, the certificate.
 
 Lloyd's algorithm, single-sample moves and KMeans's run have a version for
 rows in memory (incremental Lloyd, Hartigan's moves, KMeans's own Lloyd)
 and one for dask rows (EM at width 0, one pass an iteration; no single
-moves, which need the rows in memory). ``finish`` runs them, then the
-certificate, on every row after the annealing of a sample.
+moves, which need the rows in memory), each chosen here by where the rows
+live. ``finish`` is the one final phase: Lloyd to stable labels, then the
+moves to a fixed point of all of them; the annealing's final phase runs it
+on its rows (``_anneal``), ``finish_on_every_row`` on every row after the
+annealing of a sample.
 """
+
+from typing import NamedTuple
 
 from ._hartigan import hartigan
 from ._iterations import certify, em_fixed_sigma, stage_tolerance
 from ._lloyd import IncrementalLloyd, kmeans_lloyd
+from ._polish import boundary_moves, polish
 
 
 def kmeans(rows, centers, activation, max_iter, tol, verbose=0):
@@ -46,18 +52,81 @@ def lloyd(rows, centers, max_iter):
 
 
 def single_moves(rows, centers, max_iter):
-    """Centres after single-sample moves until none gains (``_hartigan``).
+    """Single-sample moves until none gains (``_hartigan``): centres, moves made.
 
     Dask rows keep their centres: the moves need the rows in memory. The
     fit then ends on Lloyd's fixed point, which the certificate's
     single-move condition may refuse.
     """
     if rows.in_memory:
-        return hartigan(rows, centers, max_iter=max_iter)[0]
-    return centers
+        centers, _, n_moves, _ = hartigan(rows, centers, max_iter=max_iter)
+        return centers, n_moves
+    return centers, 0
 
 
-def finish(rows, sample, result, *, hard, max_iter, tol):
+class Finished(NamedTuple):
+    """What ``finish`` reached: the centres and how.
+
+    ``n_iter`` counts every Lloyd iteration of the phase, ``n_iter_last``
+    those of the run that produced the centres (the first Lloyd run, or
+    the last kept move's); ``moves`` are the polish's kept moves.
+    """
+
+    centers: object
+    n_iter: int
+    n_iter_last: int
+    converged: bool
+    moves: list
+    n_single: int
+    n_boundary: int
+
+
+def finish(rows, centers, *, max_iter, polish_moves=False, budget=0):
+    """Lloyd to stable labels, then the moves, to a fixed point of all of them.
+
+    Without ``polish_moves``, single-sample moves (``_hartigan``). With it,
+    the polish (split/merge moves, each ending on a Lloyd fixed point),
+    which runs single-sample moves before its first pass and after every
+    move it keeps, so that each pass starts where no single sample gains
+    and its last pass, which keeps nothing, proves a fixed point of both;
+    then boundary moves (``_polish.boundary_moves``): a search ends at the
+    first move kept, or once ``budget`` Lloyd iterations found none; after
+    a move kept, the polish again and a new search. Every move kept
+    strictly lowers the distortion, so the searches end. The result is a
+    fixed point of the single-sample moves and the polish (and of Lloyd's),
+    never above the one they reached first. Returns a ``Finished``.
+    """
+    centers, n_iter, converged = lloyd(rows, centers, max_iter)
+    moves, n_iter_last, n_single, n_boundary = [], n_iter, 0, 0
+    while True:
+        if polish_moves:
+            centers, _, kept, it_polish, it_move, n_moved = polish(
+                rows, centers, max_iter=max_iter, single_moves=True
+            )
+            n_iter += it_polish
+            n_iter_last = it_move if kept else n_iter_last
+            moves += kept
+        else:
+            centers, n_moved = single_moves(rows, centers, max_iter)
+        n_single += n_moved
+        # Boundary moves start from the fixed point of the moves above, so
+        # that one kept can only lower the distortion it reached; after one,
+        # the moves above run again.
+        if not polish_moves or budget <= 0:
+            break
+        centers, _, shifted, it_move, spent = boundary_moves(
+            rows, centers, budget=budget, max_iter=max_iter
+        )
+        n_iter += spent
+        if not shifted:
+            break
+        n_boundary, n_iter_last = n_boundary + 1, it_move
+    return Finished(
+        centers, n_iter, n_iter_last, converged, moves, n_single, n_boundary
+    )
+
+
+def finish_on_every_row(rows, sample, result, *, hard, max_iter, tol):
     """Finish on every row the annealing ``result`` of a sample of them.
 
     Returns the result and the final pass's ``(label counts, inertia,
@@ -65,9 +134,9 @@ def finish(rows, sample, result, *, hard, max_iter, tol):
     it is, with None. The result is first brought into the units of
     ``rows`` when the sample had its own (dask rows).
 
-    ``hard`` (``sigma_end="auto"``): Lloyd's algorithm from the sample's
-    centres until the labels are stable, single-sample moves, then the
-    certificate; otherwise EM at the result's width with a stage's
+    ``hard`` (``sigma_end="auto"``): ``finish`` from the sample's centres
+    (Lloyd's algorithm until the labels are stable, single-sample moves),
+    then the certificate; otherwise EM at the result's width with a stage's
     tolerance (``stage_tolerance``), certified at that width itself. The
     result's path stays the sample's (its energies are the sample's:
     weights that add up to its size).
@@ -78,8 +147,8 @@ def finish(rows, sample, result, *, hard, max_iter, tol):
         result = result.to_user(sample.units)
     centers = result.centers
     if hard:
-        centers, n_iter, converged = lloyd(rows, centers, max_iter)
-        centers = single_moves(rows, centers, max_iter)
+        done = finish(rows, centers, max_iter=max_iter)
+        centers, n_iter, converged = done.centers, done.n_iter, done.converged
         sigma, certified = certify(rows, centers, result.sigma)
     else:
         sigma = result.sigma

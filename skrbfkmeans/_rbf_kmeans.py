@@ -337,7 +337,7 @@ class RBFKMeans(_BaseRBFKMeans):
                 rows, centers, self.activation, self.max_iter, runs.tol, self.verbose
             )
             if self.algorithm == "hartigan":
-                centers = single_moves(rows, centers, self.max_iter)
+                centers, _ = single_moves(rows, centers, self.max_iter)
         else:
             centers, n_iter, converged = em_fixed_sigma(
                 rows,
