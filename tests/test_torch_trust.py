@@ -410,3 +410,51 @@ def test_leading_dimensions(activation):
         layer.loss(z, sample_weight=w.reshape(-1)).item(),
         rtol=1e-15,
     )
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_a_nan_row_of_weight_zero_adds_nothing(activation):
+    # Check that a NaN row given weight 0 leaves the loss and both gradients
+    # those of the other rows (0 * NaN would make them NaN).
+    z, centers = _codes(6)
+    bad = torch.cat([z, torch.full((1, z.shape[1]), float("nan"), dtype=z.dtype)])
+    w = torch.cat(
+        [torch.ones(z.shape[0], dtype=z.dtype), torch.zeros(1, dtype=z.dtype)]
+    )
+    results = []
+    for rows, weights in [(z, None), (bad, w)]:
+        rows = rows.clone().requires_grad_()
+        c = centers.clone().requires_grad_()
+        loss = rbf_kmeans_loss(rows, c, 1.1, activation, sample_weight=weights)
+        loss.backward()
+        results.append((loss.item(), c.grad.numpy(), rows.grad[: z.shape[0]].numpy()))
+    (l0, gc0, gz0), (l1, gc1, gz1) = results
+    assert_allclose(l1, l0, rtol=1e-14)
+    assert_allclose(gc1, gc0, rtol=1e-13, atol=1e-13 * np.abs(gc0).max())
+    assert_allclose(gz1, gz0, rtol=1e-13, atol=1e-13 * np.abs(gz0).max())
+
+
+def test_schedule_says_which_centres_it_moved():
+    # Check that step records the indices of the centres it moved, which a
+    # training loop needs to reset their optimiser state.
+    z, centers = _codes(7)
+    layer = _layer(torch.cat([centers, 1e3 * torch.ones(1, 4)]), 0.5, "entmax15")
+    schedule = AnnealingSchedule(layer, cooling=0.9)
+    schedule.start(z)
+    schedule.step(z)
+    assert schedule.last_reseeded.tolist() == [5] and schedule.n_reseeded == 1
+    schedule.step(z)
+    assert schedule.last_reseeded.numel() == 0 and schedule.n_reseeded == 1
+
+
+def test_compiled_loss_with_a_float_width():
+    # Check that the functional loss compiles with fullgraph=True when the
+    # width is a number (a constant of the graph) and equals eager.
+    z, centers = _codes(8, dtype=torch.float32)
+    torch._dynamo.reset()
+
+    def f(z, c):
+        return rbf_kmeans_loss(z, c, 0.7, "softmax")
+
+    compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
+    assert_allclose(compiled(z, centers).item(), f(z, centers).item(), rtol=1e-6)

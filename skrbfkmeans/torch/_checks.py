@@ -50,6 +50,10 @@ def width_tensor(sigma, device):
         if not compiling():
             check_sigma(sigma)
         return sigma.reshape(())
+    if compiling():
+        # A number is a constant of the graph (a new value recompiles): no
+        # check on the host, which the tracer cannot follow.
+        return torch.tensor(sigma, dtype=torch.float64, device=device)
     return torch.tensor(check_sigma(sigma), dtype=torch.float64, device=device)
 
 

@@ -102,6 +102,9 @@ def _danskin(zo, mo, w, R):
     - S_j)`` with ``N`` and ``S`` the responsibilities' weighted sums; the
     offset cancels in both. Differentiable in whatever ``R`` is.
     """
+    # Rows of weight 0 (a NaN row among them) add nothing to either gradient.
+    used = w[:, None] > 0
+    R, zo = torch.where(used, R, 0.0), torch.where(used, zo, 0.0)
     wR = R * w[:, None]
     grad_z = 2.0 * w[:, None] * (zo - R @ mo)
     grad_centers = 2.0 * (wR.sum(dim=0)[:, None] * mo - wR.T @ zo)
@@ -129,6 +132,8 @@ class _RBFKMeansLoss(torch.autograd.Function):
             geo = geometry(z.to(dtype), centers.to(dtype))
             F, R = free_energy(geo, score_factor(geo, sigma), activation)
             wd = w.to(dtype)
+            # A row of weight 0 adds nothing, even a NaN row (0 * NaN is NaN).
+            F = torch.where(wd > 0, F, 0.0)
             loss = wd @ F
             if mean:
                 loss = loss / wd.sum()

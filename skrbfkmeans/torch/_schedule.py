@@ -91,6 +91,10 @@ class AnnealingSchedule:
     n_reseeded : int
         Number of centres moved by :meth:`step` since :meth:`start` (a
         centre moved twice counts twice).
+    last_reseeded : torch.Tensor of shape (n_moved,)
+        Indices (int64) of the centres the last :meth:`step` moved (empty
+        when it moved none), for instance to reset an optimiser's state for
+        them.
 
     See Also
     --------
@@ -168,6 +172,7 @@ class AnnealingSchedule:
         self.done = False
         self.n_steps = 0
         self.n_reseeded = 0
+        self.last_reseeded = torch.zeros(0, dtype=torch.int64)
         if reassignment_ratio is not None and (
             isinstance(reassignment_ratio, bool)
             or not isinstance(reassignment_ratio, numbers.Real)
@@ -250,6 +255,7 @@ class AnnealingSchedule:
             raise RuntimeError("Call start(z) before step().")
         if self.done:
             return self.sigma
+        self.last_reseeded = torch.zeros(0, dtype=torch.int64)
         sigma = self.cooling * self.sigma
         if self.sigma_end is not None and sigma <= self.sigma_end:
             sigma, self.done = self.sigma_end, True
@@ -264,6 +270,7 @@ class AnnealingSchedule:
                     generator=self._generator,
                 )
                 self.n_reseeded += int(moved.numel())
+                self.last_reseeded = moved
             if centers is None:
                 if self.layer is None:
                     raise ValueError("Without a layer, step(z) needs the centers.")
