@@ -253,15 +253,19 @@ class _BaseRBFKMeans(
 
         NumPy and sparse data are validated and brought into working units
         (``_rows.fit_rows``); a dask collection becomes ``_dask.DaskRows``
-        (validated chunk by chunk, in the user's units). An array ``init``
-        is checked against the data (KMeans's messages). The estimator's
-        ``_n_init`` and ``_prepare_runs`` (its own settings, resolved) complete
-        the setup.
+        (``_dask.dask_rows``: validated chunk by chunk, in the user's units).
+        An array ``init`` is checked against the data (KMeans's messages).
+        The estimator's ``_n_init`` and ``_prepare_runs`` (its own settings,
+        resolved) complete the setup.
         """
         init_is_array = _is_arraylike_not_scalar(self.init)
         if _dask.is_dask_collection(X):
             self._check_dask_fit()
-            rows = _dask.DaskRows(self, X, sample_weight)
+            # Every block's values are checked at once by the rows' summary.
+            X = _dask.as_dask_array(self, X, reset=True, check_finite=False)
+            n_clusters, name = self._requested_clusters()
+            check_n_samples(X.shape[0], n_clusters, name=name)
+            rows = _dask.dask_rows(X, sample_weight, type(self).__name__)
             init = self._check_init_array(rows.X) if init_is_array else self.init
         else:
             X, sample_weight = self._validate_fit_data(X, sample_weight)

@@ -17,7 +17,8 @@ dask is imported only when a dask collection arrives (``is_dask_collection``
 decides from the type's module name): importing the package never imports it.
 """
 
-from typing import NamedTuple
+from dataclasses import dataclass, field
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -31,7 +32,7 @@ from ._engine.passes import (
 from ._policy import one_blas_thread
 from ._rows import draw_rows, fit_rows, sample_size, weight_points
 from ._scaling import Units, centred_magnitude, check_representable, safe_scale
-from ._validation import check_n_samples, check_some_weight, check_weight_total
+from ._validation import check_some_weight, check_weight_total
 
 INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'
 
@@ -148,7 +149,7 @@ def _finite_block(Xb, estimator_name):
     return Xb
 
 
-def raise_not_finite(dtype, has_nan, estimator):
+def raise_not_finite(dtype, has_nan, estimator_name):
     """Raise scikit-learn's ``ValueError`` for NaN (else infinity) in ``X``.
 
     The words are sklearn's own (``_assert_all_finite``, run on one such
@@ -157,7 +158,7 @@ def raise_not_finite(dtype, has_nan, estimator):
     from sklearn.utils.validation import _assert_all_finite
 
     value = np.array([np.nan if has_nan else np.inf], dtype=dtype)
-    _assert_all_finite(value, estimator_name=type(estimator).__name__, input_name="X")
+    _assert_all_finite(value, estimator_name=estimator_name, input_name="X")
 
 
 def _as_dask_weights(sample_weight, X):
@@ -346,73 +347,97 @@ def _tree(dask, parts, combine):
 # -- the rows of a fit ------------------------------------------------------
 
 
-class DaskRows:
-    """Validated dask rows and weights of a fit, with reductions over blocks.
+def dask_rows(X, sample_weight, estimator_name):
+    """Return the ``DaskRows`` of a fit: validated rows and weights, one pass.
 
-    Construction runs one ``compute``, one pass over the data: the total
-    weight, the weighted column sums (the centring offset, float64 then cast
-    to the dtype of ``X``), the counts of non-finite values and of NaN,
-    infinite and negative weights, which raise the ``ValueError`` the NumPy
-    path raises, the column extremes (the largest value about the offset,
-    which must leave the squared distances representable) and the weight of
-    each block (for ``weight_sample``).
+    ``X`` is a dask array validated by the estimator (``as_dask_array``
+    with ``check_finite=False``). One ``compute``, one pass over the data,
+    gives the total weight, the weighted column sums (the centring offset,
+    float64 then cast to the dtype of ``X``), the counts of non-finite
+    values and of NaN, infinite and negative weights, which raise the
+    ``ValueError`` the NumPy path raises (``estimator_name`` in sklearn's
+    words), the column extremes (the largest value about the offset, which
+    must leave the squared distances representable) and the weight of each
+    block (for ``weight_sample``).
+    """
+    dask, _ = import_dask()
+    w = _as_dask_weights(sample_weight, X)
+    dtype = X.dtype
+    # The delayed blocks are built once and reused by every pass, with the
+    # index of each one's first row.
+    blocks = nonempty_blocks(X, w)
+    starts = np.cumsum((0,) + X.chunks[0][:-1])
+    starts = starts[np.array(X.chunks[0]) > 0]
+    parts = [dask.delayed(_summary_block, pure=True)(Xb, wb) for Xb, wb in blocks]
+    summary = dask.compute(_tree(dask, parts, _combine_summary))[0]
+    total, colsum, n_nan_X, n_inf_X, n_nan, n_inf, n_neg = summary[:_N_SUMS]
+    high, low, block_weights = summary[_N_SUMS:]
+    if n_nan_X or n_inf_X:
+        raise_not_finite(dtype, n_nan_X > 0, estimator_name)
+    # The messages and their order are sklearn's _check_sample_weight's.
+    if n_nan:
+        raise ValueError("Input sample_weight contains NaN.")
+    if n_inf:
+        raise ValueError(
+            f"Input sample_weight contains infinity or a value too large for {dtype!r}."
+        )
+    if n_neg:
+        raise ValueError("Negative values in data passed to `sample_weight`.")
+    check_some_weight(total > 0)
+    check_weight_total(total)
+    offset = (colsum / total).astype(dtype)
+    # Dask rows are not rescaled (a scaled copy of every chunk would be a
+    # second graph): outside the working range, a clear error. The column
+    # extremes give max |x - offset| exactly: x - offset rounds
+    # monotonically in x.
+    magnitude = centred_magnitude(np.stack([low, high]), offset)
+    check_representable(X, offset, magnitude, total)
+    if safe_scale(magnitude, dtype) != 1.0:
+        raise ValueError(
+            f"The largest value of X about its mean is {magnitude:.3g}: "
+            "its squared distances leave the range of "
+            f"{np.dtype(dtype).name}. Multiply the dask array X by a "
+            f"constant near {1.0 / magnitude:.3g} (or fit it in memory, "
+            "which rescales it)."
+        )
+    return DaskRows(X, w, offset, total, np.array(block_weights), blocks, starts, dask)
+
+
+@dataclass(frozen=True, eq=False)
+class DaskRows:
+    """Dask rows of a fit, a frozen record (``dask_rows``), with their passes.
+
+    ``X`` and the weights ``w`` as dask arrays chunked alike, the centring
+    ``offset``, the total weight, each non-empty block's weight, the
+    delayed ``(X, w)`` blocks with the index of each one's first row, and
+    the ``dask`` module. Every pass is one tree reduction over the blocks
+    (``reduce``), one ``compute``.
     """
 
-    # Dask rows are not rescaled: the fit works in the user's units.
-    units = Units()
-    in_memory = False
-    x_sq = None
+    X: object
+    w: object
+    offset: np.ndarray
+    total_weight: float
+    block_weights: np.ndarray
+    blocks: list
+    starts: np.ndarray
+    dask: object
+    # The last ``stats`` pass: asked again at the same centres, it costs no
+    # pass (the certificate's Lloyd step after Lloyd converged there).
+    _cache: dict = field(default_factory=dict, repr=False)
 
-    def __init__(self, estimator, X, sample_weight):
-        self.dask, _ = import_dask()
-        # Every block's values are checked at once by the summary below.
-        X = as_dask_array(estimator, X, reset=True, check_finite=False)
-        n_clusters, name = estimator._requested_clusters()
-        check_n_samples(X.shape[0], n_clusters, name=name)
-        w = _as_dask_weights(sample_weight, X)
-        self.X, self.w = X, w
-        self.dtype = X.dtype
-        self.n_samples, self.n_features = X.shape
-        # The delayed blocks are built once and reused by every pass, with
-        # the index of each one's first row.
-        self._blocks = nonempty_blocks(X, w)
-        self._last_stats = None
-        starts = np.cumsum((0,) + X.chunks[0][:-1])
-        self._starts = starts[np.array(X.chunks[0]) > 0]
-        summary = self.reduce(_summary_block, combine=_combine_summary)
-        total, colsum, n_nan_X, n_inf_X, n_nan, n_inf, n_neg = summary[:_N_SUMS]
-        high, low, block_weights = summary[_N_SUMS:]
-        if n_nan_X or n_inf_X:
-            raise_not_finite(self.dtype, n_nan_X > 0, estimator)
-        # The messages and their order are sklearn's _check_sample_weight's.
-        if n_nan:
-            raise ValueError("Input sample_weight contains NaN.")
-        if n_inf:
-            raise ValueError(
-                "Input sample_weight contains infinity or a value too large for "
-                f"{self.dtype!r}."
-            )
-        if n_neg:
-            raise ValueError("Negative values in data passed to `sample_weight`.")
-        check_some_weight(total > 0)
-        check_weight_total(total)
-        self.total_weight = total
-        self._block_weights = np.array(block_weights)
-        self.offset = (colsum / total).astype(self.dtype)
-        # Dask rows are not rescaled (a scaled copy of every chunk would be
-        # a second graph): outside the working range, a clear error. The
-        # column extremes give max |x - offset| exactly: x - offset rounds
-        # monotonically in x.
-        magnitude = centred_magnitude(np.stack([low, high]), self.offset)
-        check_representable(X, self.offset, magnitude, total)
-        if safe_scale(magnitude, self.dtype) != 1.0:
-            raise ValueError(
-                f"The largest value of X about its mean is {magnitude:.3g}: "
-                "its squared distances leave the range of "
-                f"{np.dtype(self.dtype).name}. Multiply the dask array X by a "
-                f"constant near {1.0 / magnitude:.3g} (or fit it in memory, "
-                "which rescales it)."
-            )
+    # Dask rows are not rescaled: the fit works in the user's units.
+    units: ClassVar[Units] = Units()
+    in_memory: ClassVar[bool] = False
+    x_sq: ClassVar[None] = None
+
+    @property
+    def dtype(self):
+        return self.X.dtype
+
+    @property
+    def n_samples(self):
+        return self.X.shape[0]
 
     def reduce(self, block_func, *args, combine=_add, compute=True):
         """``combine`` of ``block_func(X_block, w_block, *args)`` over blocks.
@@ -425,16 +450,16 @@ class DaskRows:
         dask = self.dask
         args = [dask.delayed(a) if isinstance(a, np.ndarray) else a for a in args]
         func = dask.delayed(block_func, pure=True)
-        parts = [func(Xb, wb, *args) for Xb, wb in self._blocks]
+        parts = [func(Xb, wb, *args) for Xb, wb in self.blocks]
         total = _tree(dask, parts, combine)
         return dask.compute(total)[0] if compute else total
 
-    def _block_rows(self, idx):
+    def _local_indices(self, idx):
         """Split sorted row indices ``idx`` into each block's own (local) indices."""
-        ends = np.append(self._starts[1:], self.n_samples)
+        ends = np.append(self.starts[1:], self.n_samples)
         cuts = np.searchsorted(idx, ends)
         return [
-            part - start for part, start in zip(np.split(idx, cuts[:-1]), self._starts)
+            part - start for part, start in zip(np.split(idx, cuts[:-1]), self.starts)
         ]
 
     def sample(self, n_sample, random_state, *, variance=False):
@@ -448,17 +473,17 @@ class DaskRows:
         Sorted row indices keep each block's rows together.
         """
         if n_sample >= self.n_samples:
-            picks = [None] * len(self._blocks)
+            picks = [None] * len(self.blocks)
         else:
             idx = _sample_indices(self.n_samples, n_sample, random_state)
-            picks = self._block_rows(idx)
+            picks = self._local_indices(idx)
         take = self.dask.delayed(_sample_block, pure=True)
         if variance:
             offset = self.dask.delayed(self.offset)
-            parts = [take(*b, p, offset) for b, p in zip(self._blocks, picks)]
+            parts = [take(*b, p, offset) for b, p in zip(self.blocks, picks)]
         else:
             parts = [
-                take(*b, p) for b, p in zip(self._blocks, picks) if p is None or p.size
+                take(*b, p) for b, p in zip(self.blocks, picks) if p is None or p.size
             ]
         result = self.dask.compute(_tree(self.dask, parts, _combine_sample))[0]
         if variance:
@@ -483,7 +508,7 @@ class DaskRows:
         of the cumulated sums.
         """
         dask = self.dask
-        totals = self._block_weights
+        totals = self.block_weights
         ends = np.cumsum(totals)
         points = weight_points(ends[-1], n_units)
         # The chunks are drawn as rows are, by their weights; the points are
@@ -491,7 +516,7 @@ class DaskRows:
         chunks, held = draw_rows(ends, points, totals)
         draw = dask.delayed(_draw_block, pure=True, nout=2)
         parts = [
-            draw(*self._blocks[c], ends[c] - totals[c], p)
+            draw(*self.blocks[c], ends[c] - totals[c], p)
             for c, p in zip(chunks, np.split(points, np.cumsum(held)[:-1]))
         ]
         parts = dask.compute(*parts)
@@ -510,7 +535,7 @@ class DaskRows:
         if last is not None:
             return last
         result = self.reduce(_pass_block, centers, sigma, activation, self.offset)
-        self._last_stats = (np.array(centers), (sigma, activation), result)
+        self._cache["stats"] = (np.array(centers), (sigma, activation), result)
         return result
 
     def final(self, centers, sigma, activation):
@@ -523,7 +548,7 @@ class DaskRows:
         ``(N, S, inertia)`` when the last pass was at ``centers``, ``sigma``
         and ``activation``, else None.
         """
-        last = self._last_stats
+        last = self._cache.get("stats")
         if (
             last is not None
             and last[1] == (sigma, activation)

@@ -282,12 +282,13 @@ def test_certificate_checks_every_row_explicitly(client):
     # Check that the dask certificate runs the explicit-difference check on
     # every chunk: centres moved off their means by 1e-6 of the spread, with
     # margins that the engine alone would accept, are refused.
-    from skrbfkmeans._dask import DaskRows
+    from skrbfkmeans._dask import as_dask_array, dask_rows
     from skrbfkmeans._iterations import certify
 
     X = np.array([[0.0], [2.0], [4.0], [10.0], [12.0], [14.0]]) * 1e-20
     Xd = da.from_array(X, chunks=(2, 1))
-    rows = DaskRows(RBFKMeans(2), Xd, None)
+    Xd = as_dask_array(RBFKMeans(2), Xd, reset=True, check_finite=False)
+    rows = dask_rows(Xd, None, "RBFKMeans")
     centers = np.array([[2.0], [12.0]]) * 1e-20
     _, certified = certify(rows, centers, 1e-20)
     assert certified is True

@@ -17,12 +17,18 @@ import pytest
 from numpy.testing import assert_allclose, assert_array_equal
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, _iterations
-from skrbfkmeans._dask import DaskRows, _sample_indices
+from skrbfkmeans._dask import DaskRows, _sample_indices, as_dask_array, dask_rows
 
 dask = pytest.importorskip("dask")
 da = pytest.importorskip("dask.array")
 
 N_CHUNKS, CHUNK, D = 12, 1000, 3
+
+
+def _dask_rows(X, w):
+    # The rows of a fit of RBFKMeans(3), as its fit makes them.
+    X = as_dask_array(RBFKMeans(3), X, reset=True, check_finite=False)
+    return dask_rows(X, w, "RBFKMeans")
 
 
 class Recorder:
@@ -128,7 +134,7 @@ def test_setup_passes_by_method():
     rec = Recorder()
     X, w = rec.data()
     with dask.config.set(scheduler=rec.get):
-        rows = DaskRows(RBFKMeans(3), X, w)
+        rows = _dask_rows(X, w)
         assert rec.calls == N_CHUNKS
         rows.sample(5000, np.random.RandomState(0), variance=True)
         assert rec.calls == 2 * N_CHUNKS
@@ -144,7 +150,7 @@ def test_sample_matches_indexing():
     rec = Recorder()
     X, w = rec.data()
     with dask.config.set(scheduler="synchronous"):
-        rows = DaskRows(RBFKMeans(3), X, w)
+        rows = _dask_rows(X, w)
         Xs, ws, mean_var = rows.sample(700, np.random.RandomState(5), variance=True)
         X_all, w_all = dask.compute(X, w)
     idx = _sample_indices(X.shape[0], 700, np.random.RandomState(5))
