@@ -4,7 +4,6 @@ from numbers import Real
 
 import numpy as np
 import scipy.sparse as sp
-
 from sklearn.utils._param_validation import Interval, StrOptions, validate_params
 
 from ._engine.blocks import ACTIVATIONS
@@ -40,7 +39,8 @@ def centre_units(X, sample_weight, centers):
     )
     units = Units(safe_scale(magnitude, X.dtype))
     rows = working_rows(units, X)
-    return rows, scaled(offset, units.scale), units.to_working_points(centers), units
+    centers = units.to_working_points(centers)
+    return rows, scaled(offset, units.scale), centers, units
 
 
 @validate_params(
