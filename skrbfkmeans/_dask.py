@@ -32,7 +32,7 @@ from ._engine.passes import (
 from ._policy import one_blas_thread
 from ._rows import draw_rows, fit_rows, sample_size, weight_points
 from ._scaling import Units, centred_magnitude, check_representable, safe_scale
-from ._validation import check_some_weight, check_weight_total
+from ._validation import check_weight_counts
 
 INSTALL_HINT = 'pip install "skrbfkmeans[dask]"'
 
@@ -374,17 +374,7 @@ def dask_rows(X, sample_weight, estimator_name):
     high, low, block_weights = summary[_N_SUMS:]
     if n_nan_X or n_inf_X:
         raise_not_finite(dtype, n_nan_X > 0, estimator_name)
-    # The messages and their order are sklearn's _check_sample_weight's.
-    if n_nan:
-        raise ValueError("Input sample_weight contains NaN.")
-    if n_inf:
-        raise ValueError(
-            f"Input sample_weight contains infinity or a value too large for {dtype!r}."
-        )
-    if n_neg:
-        raise ValueError("Negative values in data passed to `sample_weight`.")
-    check_some_weight(total > 0)
-    check_weight_total(total)
+    check_weight_counts(n_nan, n_inf, n_neg, total, dtype)
     offset = (colsum / total).astype(dtype)
     # Dask rows are not rescaled (a scaled copy of every chunk would be a
     # second graph): outside the working range, a clear error. The column

@@ -35,7 +35,6 @@ import scipy.sparse as sp
 from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils import check_array
 from sklearn.utils.extmath import row_norms
-from sklearn.utils.validation import _check_sample_weight
 
 from ._engine.blocks import centred_rows
 from ._engine.passes import (
@@ -54,6 +53,7 @@ from ._scaling import (
     safe_scale,
     scaled,
 )
+from ._validation import check_sample_weight
 
 # The mean is far from the origin beyond 2^10 standard deviations.
 _FAR = 2.0**20
@@ -336,9 +336,7 @@ class NewRows(NamedTuple):
 
     def inertia(self, centers, sample_weight):
         """Weighted hard inertia of the rows."""
-        sample_weight = _check_sample_weight(
-            sample_weight, self.X, dtype=self.X.dtype, ensure_non_negative=True
-        )
+        sample_weight = check_sample_weight(sample_weight, self.X, fit=False)
         return labels_inertia(self.X, sample_weight, centers, self.offset)[1]
 
 

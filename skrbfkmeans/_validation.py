@@ -48,20 +48,43 @@ def warn_user(message, category):
     warnings.warn(message, category, stacklevel=level)
 
 
-def check_sample_weight(sample_weight, X):
+def check_sample_weight(sample_weight, X, *, fit=True):
     """Return the weights in the dtype of ``X``: non-negative, not all zero.
 
     ``None`` gives every sample weight 1. The messages are those of
     ``sklearn.utils.validation._check_sample_weight`` (shape, NaN, infinity,
-    negative values), plus one for weights that are all zero.
+    negative values), plus, for a fit, one for weights that are all zero and
+    one for weights whose total float64 cannot hold (``score`` takes any
+    non-negative weights, as KMeans's does). The weights of dask rows are
+    checked in the rows' first pass (``check_weight_counts``).
     """
     sample_weight = _check_sample_weight(
         sample_weight, X, dtype=X.dtype, ensure_non_negative=True
     )
-    check_some_weight(sample_weight.any())
-    with np.errstate(over="ignore"):
-        check_weight_total(sample_weight.sum(dtype=np.float64))
+    if fit:
+        check_some_weight(sample_weight.any())
+        with np.errstate(over="ignore"):
+            check_weight_total(sample_weight.sum(dtype=np.float64))
     return sample_weight
+
+
+def check_weight_counts(n_nan, n_inf, n_negative, total, dtype):
+    """Raise ``check_sample_weight``'s errors from counts of bad weights.
+
+    The counts of NaN, infinite and negative weights and the total weight,
+    summed over the blocks of dask rows: the messages and their order are
+    those of ``check_sample_weight``.
+    """
+    if n_nan:
+        raise ValueError("Input sample_weight contains NaN.")
+    if n_inf:
+        raise ValueError(
+            f"Input sample_weight contains infinity or a value too large for {dtype!r}."
+        )
+    if n_negative:
+        raise ValueError("Negative values in data passed to `sample_weight`.")
+    check_some_weight(total > 0)
+    check_weight_total(total)
 
 
 def check_weight_total(total):
