@@ -198,8 +198,8 @@ def nonempty_blocks(X, w):
     return [pair for pair, n in zip(pairs, X.chunks[0]) if n]
 
 
-def row_blocks(X, sample_weight):
-    """Yield ``(X_block, w_block)`` in memory, one non-empty row block at a time."""
+def computed_blocks(X, sample_weight):
+    """Yield ``(X_block, w_block)`` computed, one non-empty row block at a time."""
     dask, _ = import_dask()
     w = _as_dask_weights(sample_weight, X)
     for Xb, wb in nonempty_blocks(X, w):

@@ -113,8 +113,8 @@ def _sparse_map(X, alpha, axis):
     X, dtype, restore = _as_rows(X, axis, "X")
     m, k = X.shape
     Z = np.empty((m, k), dtype=dtype)
-    ws, blocks = _blocks(m, k, dtype)
-    capacity = ws.V.shape[0]
+    workspace, blocks = _blocks(m, k, dtype)
+    capacity = workspace.V.shape[0]
     # Rows that need a threshold search, when they are few per block (low
     # temperature), are pooled across blocks: one Newton solve per workspace
     # of them instead of one per block (its fixed cost dominated there).
@@ -124,16 +124,18 @@ def _sparse_map(X, alpha, axis):
         Ud = np.concatenate([part[1] for part in parts])
         rows = np.concatenate([part[0] for part in parts])
         n_cand = np.concatenate([part[2] for part in parts])
-        tau = _newton_threshold(Ud, alpha, n_cand, ws)
-        Z[rows] = _finish(Ud, tau, alpha, ws.V[: rows.size], ws.ones)
+        tau = _newton_threshold(Ud, alpha, n_cand, workspace)
+        Z[rows] = _finish(Ud, tau, alpha, workspace.V[: rows.size], workspace.ones)
 
     for sl in blocks:
         # Each block of the output holds the shifted scores, then the result.
         U = Z[sl]
-        dense, Ud, n_cand = _split_one_hot(U, _shift(X[sl], U, "X"), alpha, ws)
+        dense, Ud, n_cand = _split_one_hot(U, _shift(X[sl], U, "X"), alpha, workspace)
         if 8 * dense.size >= U.shape[0]:
-            tau = _newton_threshold(Ud, alpha, n_cand, ws)
-            U[dense] = _finish(Ud, tau, alpha, ws.V[: dense.size], ws.ones)
+            tau = _newton_threshold(Ud, alpha, n_cand, workspace)
+            U[dense] = _finish(
+                Ud, tau, alpha, workspace.V[: dense.size], workspace.ones
+            )
             continue
         if dense.size + sum(part[0].size for part in pending) > capacity:
             solve(pending)
@@ -347,16 +349,18 @@ def entmax_bisect(X, alpha=1.5, axis=-1, *, n_iter=None, ensure_sum_one=True):
     if n_iter is None:
         n_iter = _default_n_iter(dtype, alpha, k)
     Z = np.empty((m, k), dtype=dtype)
-    ws, blocks = _blocks(m, k, dtype)
+    workspace, blocks = _blocks(m, k, dtype)
     for sl in blocks:
         # Each block of the output holds the shifted scores, then the result.
         U = Z[sl]
         imax = _shift(X[sl], U, "X")
-        dense, Ud, n_cand = _split_one_hot(U, imax, alpha, ws)
+        dense, Ud, n_cand = _split_one_hot(U, imax, alpha, workspace)
         if dense.size:
-            lo = _bisect_threshold(Ud, alpha, n_cand, n_iter, ws)
-            P = ws.W[: dense.size]
-            U[dense] = _finish(Ud, lo, alpha, P, ws.ones, normalize=ensure_sum_one)
+            lo = _bisect_threshold(Ud, alpha, n_cand, n_iter, workspace)
+            P = workspace.W[: dense.size]
+            U[dense] = _finish(
+                Ud, lo, alpha, P, workspace.ones, normalize=ensure_sum_one
+            )
     return restore(Z)
 
 

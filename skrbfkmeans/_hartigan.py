@@ -86,7 +86,7 @@ def best_moves(X, w, labels, centers, N, offset, x_sq):
         return delta, size, target
     N = np.asarray(N, dtype=np.float64)
 
-    def block(sl, Xb, E, imin, e_min, buf):
+    def block(sl, Xb, E, closest, e_closest, buf):
         wb = np.asarray(w[sl], dtype=np.float64)
         lab = labels[sl]
         rows = np.arange(lab.size)

@@ -443,7 +443,7 @@ class RBFKMeans(_BaseRBFKMeans):
         if _dask.is_dask_collection(X):
             # One step per row block, each block computed in turn.
             X = _dask.as_dask_array(self, X, reset=not has_centers)
-            for Xb, wb in _dask.row_blocks(X, sample_weight):
+            for Xb, wb in _dask.computed_blocks(X, sample_weight):
                 Xb = check_array(Xb, dtype=[np.float64, np.float32], order="C")
                 self._partial_fit_batch(Xb, wb)
             return self

@@ -40,11 +40,11 @@ def nearest(X, centers, offset, *, second=False):
         labels_2 = np.empty(n, dtype=np.intp)
         e_second = np.empty(n, dtype=centers.dtype)
 
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        e_own[sl] = e_min
+    def block(sl, Xb, E, closest, e_closest, buf):
+        labels[sl] = closest
+        e_own[sl] = e_closest
         if second:
-            labels_2[sl], e_second[sl] = runner_up(E, imin)
+            labels_2[sl], e_second[sl] = runner_up(E, closest)
 
     BlockPlan(X, centers, offset).map(block)
     return (labels, e_own, labels_2, e_second) if second else (labels, e_own)
@@ -55,9 +55,9 @@ def small_distances(Xc, centers, offset, out=None):
 
     ``out`` is a buffer for the result.
     """
-    pc = PreparedCenters(centers, offset, centers.dtype)
-    E = matmul(Xc, pc.minus_2t, out=out)
-    E += pc.sq
+    prepared = PreparedCenters(centers, offset, centers.dtype)
+    E = matmul(Xc, prepared.minus_2t, out=out)
+    E += prepared.sq
     return E
 
 
@@ -79,14 +79,14 @@ def assignment_sums(X, sample_weight, centers, offset, *, centred, second=False)
     e_own = np.empty(n, dtype=centers.dtype)
     e_second = np.empty(n, dtype=centers.dtype) if second else None
 
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        e_own[sl] = e_min
-        b = imin.shape[0]
-        P = sp.csr_array((w[sl], imin, np.arange(b + 1)), shape=(b, k))
+    def block(sl, Xb, E, closest, e_closest, buf):
+        labels[sl] = closest
+        e_own[sl] = e_closest
+        b = closest.shape[0]
+        P = sp.csr_array((w[sl], closest, np.arange(b + 1)), shape=(b, k))
         Sb = P.T @ Xb
         if second:
-            e_second[sl] = runner_up(E, imin)[1]
+            e_second[sl] = runner_up(E, closest)[1]
         return Sb.toarray() if sp.issparse(Sb) else Sb
 
     S = np.zeros((k, X.shape[1]))
@@ -105,9 +105,9 @@ def _small_assignment_sums(Xc, w, centers, offset, second):
     """
     n, k = Xc.shape[0], centers.shape[0]
     # Reused buffers: fresh arrays of this size cost page faults every call.
-    pc = PreparedCenters(centers, offset, centers.dtype)
-    E = matmul(Xc, pc.minus_2t, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
-    E += pc.sq
+    prepared = PreparedCenters(centers, offset, centers.dtype)
+    E = matmul(Xc, prepared.minus_2t, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
+    E += prepared.sq
     labels = np.argmin(E, axis=1)
     rows_n = np.arange(n)
     e_own = E[rows_n, labels]

@@ -21,12 +21,12 @@ from .partition import block_rows, row_blocks
 _SPARSE_EXP_DENSITY = 0.4
 
 
-def softmax_stats(Xb, wb, Z, z_max, sc, buf):
+def softmax_stats(Xb, wb, Z, z_max, scaled, buf):
     """``N`` and ``S`` of a block from its scaled softmax scores (float64).
 
     ``Xb`` holds the block's centred rows (CSR) or its ``augmented_block``,
     ``Z`` and ``z_max`` its scores and their row maxima (``scaled_scores``
-    against ``sc``); both are spoilt.
+    against ``scaled``); both are spoilt.
 
     One ``exp`` per *near* score (within ``log(2 k / eps)`` of the row's
     maximum; the others weigh less than half an ulp of the row sum). When
@@ -40,7 +40,7 @@ def softmax_stats(Xb, wb, Z, z_max, sc, buf):
     """
     b, n_clusters = Z.shape
     sparse = sp.issparse(Xb)
-    N, S = np.zeros(n_clusters), np.zeros((n_clusters, sc.A.shape[0]))
+    N, S = np.zeros(n_clusters), np.zeros((n_clusters, scaled.A.shape[0]))
     clamp = near = None
     if not sparse:
         # ">=": the maximum is near even where z_max - cut rounds to z_max.
@@ -51,7 +51,7 @@ def softmax_stats(Xb, wb, Z, z_max, sc, buf):
             _sparse_stats(Xb, wb, Z, z_max, near, N, S)
             return N, S
         clamp = n_near < near.size
-    P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=sc.dead, near=near)
+    P, Zsum = softmax_weights(Z, z_max, buf, clamp, dead=scaled.dead, near=near)
     v = wb / Zsum
     if sparse:
         N += matmul(v, P)
@@ -86,11 +86,11 @@ def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
     _add_augmented(sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xa, N, S)
 
 
-def hard_stats(Xb, wb, E, imin, e_min, window):
+def hard_stats(Xb, wb, E, closest, e_closest, window):
     """Entmax-1.5 statistics ``(N, S)`` of a block of one-hot rows, or None.
 
     A row is exactly one-hot when its nearest centre is its only candidate,
-    ``e_ij - e_min < 2 T`` (``_split_one_hot``). Then ``N`` and ``S`` are
+    ``e_ij - e_closest < 2 T`` (``_split_one_hot``). Then ``N`` and ``S`` are
     those of Lloyd: ``w_i`` and ``w_i x_i`` go to the nearest centre, through
     a bincount and a sparse ``k x b`` product. One comparison over the block
     decides (``<=``: the nearest centre is counted even where ``2 T`` is
@@ -99,14 +99,14 @@ def hard_stats(Xb, wb, E, imin, e_min, window):
     """
     b, k = E.shape
     # The window may be below the dtype's smallest normal (Lloyd: T = tiny);
-    # the sum is then e_min itself and only exact ties count. (The caller
+    # the sum is then e_closest itself and only exact ties count. (The caller
     # keeps windows beyond the dtype's range away.)
     with np.errstate(under="ignore"):
-        bound = e_min + E.dtype.type(window)
+        bound = e_closest + E.dtype.type(window)
     if np.count_nonzero(E <= bound[:, None]) != b:
         return None
-    N = np.bincount(imin, weights=wb, minlength=k)
-    P = sp.csc_array((wb, imin, np.arange(b + 1)), shape=(k, b))
+    N = np.bincount(closest, weights=wb, minlength=k)
+    P = sp.csc_array((wb, closest, np.arange(b + 1)), shape=(k, b))
     S = P @ Xb
     S = S.toarray() if sp.issparse(S) else S
     return N, S.astype(np.float64, copy=False)

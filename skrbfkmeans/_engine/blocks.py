@@ -98,7 +98,7 @@ class BlockBuffers:
             None if sparse else pooled_empty("Xa", (n_rows, n_features + 1), dtype)
         )
         self.ones = np.ones(n_clusters, dtype=dtype)
-        self.ws = (
+        self.workspace = (
             _Workspace(n_rows, n_clusters, dtype, empty=pooled_empty)
             if activation == "entmax15"
             else None
@@ -151,7 +151,7 @@ class BlockPlan:
         n_samples, n_features = X.shape
         n_clusters = centers.shape[0]
         self.X, self.offset, self.activation = X, offset, activation
-        self.pc = PreparedCenters(centers, offset, dtype)
+        self.prepared = PreparedCenters(centers, offset, dtype)
         self.held = _row_bytes(n_clusters, n_features, dtype, activation)
         self.step = block_rows(
             n_samples,
@@ -166,7 +166,7 @@ class BlockPlan:
     def buffers(self):
         """Return block buffers for the calling thread (pooled per thread)."""
         return BlockBuffers(
-            self.step, self.pc.C.shape[0], self.X.shape[1], self.pc.C.dtype,
+            self.step, self.prepared.C.shape[0], self.X.shape[1], self.prepared.C.dtype,
             self.activation, sp.issparse(self.X),
         )  # fmt: skip
 
@@ -189,8 +189,8 @@ class BlockPlan:
             for sl in blocks:
                 if distances:
                     Xb = centred_block(self.X, sl, self.offset, buf)
-                    E, imin, e_min = partial_distances(Xb, self.pc, buf)
-                    results.append(func(sl, Xb, E, imin, e_min, buf))
+                    E, closest, e_closest = partial_distances(Xb, self.prepared, buf)
+                    results.append(func(sl, Xb, E, closest, e_closest, buf))
                 else:
                     results.append(func(sl, buf))
             return results
@@ -201,7 +201,7 @@ class BlockPlan:
             if not distances:
                 return func(sl, buf)
             Xb = centred_block(self.X, sl, self.offset, buf)
-            return func(sl, Xb, *partial_distances(Xb, self.pc, buf), buf)
+            return func(sl, Xb, *partial_distances(Xb, self.prepared, buf), buf)
 
         return map_blocks(run, blocks, max_threads)
 
@@ -232,18 +232,18 @@ class PreparedCenters:
         self.sq = np.einsum("ij,ij->i", self.C, self.C)
 
 
-def partial_distances(Xb, pc, buf):
+def partial_distances(Xb, prepared, buf):
     """``e = ||mu||^2 - 2 X mu^T`` into ``buf.E``; returns ``e``, argmin, min."""
     b = Xb.shape[0]
     E = buf.E[:b]
     if sp.issparse(Xb):
-        E[...] = Xb @ pc.minus_2t
+        E[...] = Xb @ prepared.minus_2t
     else:
-        matmul(Xb, pc.minus_2t, out=E)
-    E += pc.sq
-    imin = np.argmin(E, axis=1)
-    e_min = E[np.arange(b), imin]
-    return E, imin, e_min
+        matmul(Xb, prepared.minus_2t, out=E)
+    E += prepared.sq
+    closest = np.argmin(E, axis=1)
+    e_closest = E[np.arange(b), closest]
+    return E, closest, e_closest
 
 
 def runner_up(E, labels):
@@ -258,11 +258,11 @@ def runner_up(E, labels):
     return second, E[rows, second]
 
 
-def block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias=None):
+def block_responsibilities(E, closest, e_closest, activation, inv_T, buf, bias=None):
     """Return a block's responsibilities from its partial distances ``E``, in place.
 
     ``bias`` (a prior's ``-T log p``) is added to ``E`` first. The scores
-    ``(e_min - E) / T`` are shifted so that each row's maximum is 0 (at its
+    ``(e_closest - E) / T`` are shifted so that each row's maximum is 0 (at its
     nearest centre): softmax needs no further shift, ``exp`` never
     overflows and each row sum is at least 1; entmax-1.5 takes them as they
     are (``entmax_rows._sparse_rows``). Statistics-only softmax passes do not
@@ -270,16 +270,16 @@ def block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias=None):
     """
     if bias is not None:
         E += bias
-        imin = np.argmin(E, axis=1)
-        e_min = E[np.arange(E.shape[0]), imin]
+        closest = np.argmin(E, axis=1)
+        e_closest = E[np.arange(E.shape[0]), closest]
     U = E
-    np.subtract(e_min[:, None], E, out=U)
+    np.subtract(e_closest[:, None], E, out=U)
     # Far centres at a tiny T overflow to -inf (their exact limit) and at a
     # huge T the products underflow to 0 (uniform responsibilities).
     with np.errstate(over="ignore", under="ignore"):
         U *= inv_T
     if activation == "entmax15":
-        return _sparse_rows(U, imin, 1.5, buf.ws)
+        return _sparse_rows(U, closest, 1.5, buf.workspace)
     # Scores far below the maximum underflow to 0, and tiny weights divided
     # by the row sum to subnormals or 0: their values at working precision.
     with np.errstate(under="ignore"):
@@ -300,10 +300,10 @@ class ScaledCenters:
     overflow; at extreme widths the caller keeps the unscaled path.
     """
 
-    def __init__(self, pc, T, log_prior, x_sq_max):
-        dtype = pc.C.dtype
+    def __init__(self, prepared, T, log_prior, x_sq_max):
+        dtype = prepared.C.dtype
         finfo = np.finfo(dtype)
-        c_max = math.sqrt(float(pc.sq.max())) if pc.sq.size else 0.0
+        c_max = math.sqrt(float(prepared.sq.max())) if prepared.sq.size else 0.0
         # |z| T <= 2 |x| |mu| + |mu|^2 (+ T |log p|) bounds every score and
         # every partial sum of the GEMM; compared without dividing by T.
         numer = 2.0 * math.sqrt(x_sq_max) * c_max + c_max**2
@@ -314,8 +314,8 @@ class ScaledCenters:
         # At a huge width the scaled centres underflow towards 0 (uniform
         # scores): their values at working precision.
         with np.errstate(under="ignore"):
-            self.A = np.ascontiguousarray(pc.C.T * (2.0 * inv_T), dtype=dtype)
-            bias = -pc.sq.astype(np.float64) * inv_T
+            self.A = np.ascontiguousarray(prepared.C.T * (2.0 * inv_T), dtype=dtype)
+            bias = -prepared.sq.astype(np.float64) * inv_T
         # Centres of zero prior mass (bias -inf) must receive exactly nothing,
         # also where the far scores are clamped rather than dropped.
         self.dead = None
@@ -330,19 +330,19 @@ class ScaledCenters:
         self.A_bias = np.vstack([self.A, self.bias[None, :]])
 
 
-def scaled_scores(Xb, sc, buf):
+def scaled_scores(Xb, scaled, buf):
     """Scores ``z = Xb A + bias`` into ``buf.E``; returns them and row maxima.
 
     ``Xb`` is CSR rows (the bias is added) or an ``augmented_block`` (the
     bias comes with the product).
     """
-    b, k = Xb.shape[0], sc.A.shape[1]
+    b, k = Xb.shape[0], scaled.A.shape[1]
     Z = buf.E[:b]
     if sp.issparse(Xb):
-        Z[...] = Xb @ sc.A
-        Z += sc.bias
+        Z[...] = Xb @ scaled.A
+        Z += scaled.bias
     else:
-        matmul(Xb, sc.A_bias, out=Z)
+        matmul(Xb, scaled.A_bias, out=Z)
     if k > _COLUMN_MAX_K:
         return Z, Z[np.arange(b), np.argmax(Z, axis=1)]
     # Few columns: one maximum per column beats a row-wise reduction (whose

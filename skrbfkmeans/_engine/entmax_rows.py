@@ -54,12 +54,12 @@ def _blocks(m, k, dtype):
     return _Workspace(step, k, dtype), list(row_blocks(m, step))
 
 
-def _split_one_hot(U, imax, alpha, ws):
+def _split_one_hot(U, imax, alpha, workspace):
     """Write the exact one-hot rows of ``U`` in place; gather the others.
 
     ``U`` holds shifted scores (row maximum 0). A row with a single candidate
     (``(alpha - 1) u_j > -1``) is exactly one-hot: 1 at its maximum, 0
-    elsewhere. The other rows are gathered into ``ws.dense`` and scaled by
+    elsewhere. The other rows are gathered into ``workspace.dense`` and scaled by
     ``alpha - 1``; ``U`` is left one-hot on them too, for the caller to
     overwrite. Returns their indices, their
     scaled scores and their numbers of candidates.
@@ -78,13 +78,13 @@ def _split_one_hot(U, imax, alpha, ws):
         if alpha in (1.5, 2.0):
             # Scaling by 1/2 or 1 is exact for normal numbers, so the unscaled
             # test at -1 / (alpha - 1) decides as the scaled one does.
-            cand = np.greater(U, -1.0 / (alpha - 1.0), out=ws.V[:m])
+            cand = np.greater(U, -1.0 / (alpha - 1.0), out=workspace.V[:m])
         else:
-            np.multiply(U, scale, out=ws.V[:m])
-            cand = np.greater(ws.V[:m], -1.0, out=ws.V[:m])
-        n_cand = matmul(cand, ws.ones)
+            np.multiply(U, scale, out=workspace.V[:m])
+            cand = np.greater(workspace.V[:m], -1.0, out=workspace.V[:m])
+        n_cand = matmul(cand, workspace.ones)
         dense = np.flatnonzero(n_cand > 1.0)
-        Ud = np.take(U, dense, axis=0, out=ws.dense[: dense.size])
+        Ud = np.take(U, dense, axis=0, out=workspace.dense[: dense.size])
         if alpha != 2.0:
             np.multiply(Ud, scale, out=Ud)
     U.fill(0.0)
@@ -92,7 +92,7 @@ def _split_one_hot(U, imax, alpha, ws):
     return dense, Ud, n_cand[dense]
 
 
-def _newton_threshold(U, alpha, n_cand, ws):
+def _newton_threshold(U, alpha, n_cand, workspace):
     """Exact threshold of entmax-1.5 (``alpha=1.5``) or sparsemax (``alpha=2``).
 
     ``U`` holds shifted, scaled rows (maximum 0) with at least two
@@ -118,22 +118,22 @@ def _newton_threshold(U, alpha, n_cand, ws):
     out = np.empty(m, dtype=U.dtype)
     tau = np.full(m, -1.0, dtype=U.dtype)
     rows = np.arange(m)
-    buffers = [ws.active, ws.spare]
+    buffers = [workspace.active, workspace.spare]
     s = n_cand
     for _ in range(k + 1):
-        V, W = ws.V[:m], ws.W[:m]
+        V, W = workspace.V[:m], workspace.W[:m]
         np.subtract(U, tau[:, None], out=V)
         np.maximum(V, 0.0, out=V)
-        A = matmul(V, ws.ones)
+        A = matmul(V, workspace.ones)
         if s is None:
             # At tau = -1 the support is the candidates, already counted.
-            s = matmul(np.greater(V, 0.0, out=W), ws.ones)
+            s = matmul(np.greater(V, 0.0, out=W), workspace.ones)
         if alpha == 2.0:
             step = (A - 1.0) / s
             newton = step
             ok = True
         else:
-            B = matmul(np.multiply(V, V, out=W), ws.ones)
+            B = matmul(np.multiply(V, V, out=W), workspace.ones)
             # Closed form on S, relative to tau: sum_S (v - t)^2 = 1 gives
             # t = mean - sqrt((1 - ss) / s), ss the spread of v over S.
             mean = A / s
@@ -145,7 +145,7 @@ def _newton_threshold(U, alpha, n_cand, ws):
             # Newton on sqrt(sum v^2) - 1, whose slope is -A / sqrt(B).
             newton = (B - np.sqrt(B)) / A
         # Consistent iff every entry of S lies strictly above the closed form.
-        above = matmul(np.greater(V, step[:, None], out=W), ws.ones)
+        above = matmul(np.greater(V, step[:, None], out=W), workspace.ones)
         done = (above == s) & ok
         # No progress at working precision: S is right up to entries within
         # rounding of the threshold, which carry no mass there.
@@ -190,17 +190,17 @@ def _finish(U, tau, alpha, out, ones, normalize=True):
     return out
 
 
-def _sparse_rows(U, imax, alpha, ws):
+def _sparse_rows(U, imax, alpha, workspace):
     """entmax-1.5 or sparsemax of shifted rows ``U`` (maximum 0), in place.
 
-    ``imax`` is the position of each row's maximum and ``ws`` a workspace
+    ``imax`` is the position of each row's maximum and ``workspace`` a workspace
     with at least as many rows as ``U``. Callers that already hold shifted
     scores (the responsibilities of the RBF engine) enter here.
     """
-    dense, Ud, n_cand = _split_one_hot(U, imax, alpha, ws)
+    dense, Ud, n_cand = _split_one_hot(U, imax, alpha, workspace)
     if dense.size:
-        tau = _newton_threshold(Ud, alpha, n_cand, ws)
-        U[dense] = _finish(Ud, tau, alpha, ws.V[: dense.size], ws.ones)
+        tau = _newton_threshold(Ud, alpha, n_cand, workspace)
+        U[dense] = _finish(Ud, tau, alpha, workspace.V[: dense.size], workspace.ones)
     return U
 
 
@@ -217,7 +217,7 @@ def _default_n_iter(dtype, alpha, k):
     return nmant + 2 + extra
 
 
-def _bisect_threshold(U, alpha, n_cand, n_iter, ws):
+def _bisect_threshold(U, alpha, n_cand, n_iter, workspace):
     """Lower end of the bisection bracket of each row's threshold.
 
     ``f(tau) = sum_j [u_j - tau]_+ ** (1 / (alpha - 1)) - 1`` is decreasing,
@@ -233,10 +233,10 @@ def _bisect_threshold(U, alpha, n_cand, n_iter, ws):
     with np.errstate(under="ignore"):
         hi = -np.power(1.0 / n_cand.astype(np.float64), alpha - 1.0)
     hi = hi.astype(U.dtype)
-    V = ws.V[:m]
+    V = workspace.V[:m]
     for _ in range(n_iter):
         mid = 0.5 * (lo + hi)
-        above = matmul(_clipped_power(U, mid, alpha, V), ws.ones) >= 1.0
+        above = matmul(_clipped_power(U, mid, alpha, V), workspace.ones) >= 1.0
         lo = np.where(above, mid, lo)
         hi = np.where(above, hi, mid)
     return lo

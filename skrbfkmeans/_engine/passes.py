@@ -240,13 +240,15 @@ def statistics(
     window = 2.0 * T
     hard = route == "one-hot-blocks" and window < float(np.finfo(dtype).max)
 
-    def block(sl, Xb, E, imin, e_min, buf):
+    def block(sl, Xb, E, closest, e_closest, buf):
         wb = sample_weight[sl]
-        block_inertia = _hard_inertia(wb, x_sq[sl], e_min) if inertia else 0.0
+        block_inertia = _hard_inertia(wb, x_sq[sl], e_closest) if inertia else 0.0
         # Blocks whose rows are all one-hot skip the threshold search.
-        sums_b = hard_stats(Xb, wb, E, imin, e_min, window) if hard else None
+        sums_b = hard_stats(Xb, wb, E, closest, e_closest, window) if hard else None
         if sums_b is None:
-            R = block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
+            R = block_responsibilities(
+                E, closest, e_closest, activation, inv_T, buf, bias
+            )
             sums_b = _block_sums(Xb, wb, R)
         return _Part(block_inertia, 0.0, *sums_b)
 
@@ -264,8 +266,8 @@ def _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia):
     """
     X, offset = plan.X, plan.offset
     x_sq_max = float(x_sq.max()) if X.shape[0] else 0.0
-    sc = ScaledCenters(plan.pc, T, log_prior, x_sq_max)
-    if not sc.usable:
+    scaled = ScaledCenters(plan.prepared, T, log_prior, x_sq_max)
+    if not scaled.usable:
         return None
     sparse = sp.issparse(X)
 
@@ -275,11 +277,11 @@ def _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia):
         else:
             Xb = augmented_block(X, sl, offset, buf)
         wb = sample_weight[sl]
-        Z, z_max = scaled_scores(Xb, sc, buf)
+        Z, z_max = scaled_scores(Xb, scaled, buf)
         block_inertia = 0.0
         if inertia:
             block_inertia = float(matmul(wb, np.maximum(x_sq[sl] - T * z_max, 0.0)))
-        return _Part(block_inertia, 0.0, *softmax_stats(Xb, wb, Z, z_max, sc, buf))
+        return _Part(block_inertia, 0.0, *softmax_stats(Xb, wb, Z, z_max, scaled, buf))
 
     return block
 
@@ -303,15 +305,17 @@ def free_energy(
     T, inv_T = temperature(sigma, dtype)
     _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
 
-    def block(sl, Xb, E, imin, e_min, buf):
+    def block(sl, Xb, E, closest, e_closest, buf):
         wb, b = sample_weight[sl], E.shape[0]
-        d_min, D, d_mean = _gaps(x_sq[sl], E, e_min, weights, buf)
+        d_min, D, d_mean = _gaps(x_sq[sl], E, e_closest, weights, buf)
         if activation == "softmax":
             # No responsibilities needed.
             F, _ = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
         else:
-            R = block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
-            F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
+            R = block_responsibilities(
+                E, closest, e_closest, activation, inv_T, buf, bias
+            )
+            F = _entmax_energy(R, D, d_min, T, buf.workspace.W[:b], buf.ones)
         return _Part(float(matmul(wb, d_min)), _energy(wb, F, d_min, d_mean))
 
     plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
@@ -330,9 +334,9 @@ def free_energy_moments(
     T, inv_T = temperature(sigma, dtype)
     _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
 
-    def block(sl, Xb, E, imin, e_min, buf):
+    def block(sl, Xb, E, closest, e_closest, buf):
         wb, b = sample_weight[sl], E.shape[0]
-        d_min, D, d_mean = _gaps(x_sq[sl], E, e_min, weights, buf)
+        d_min, D, d_mean = _gaps(x_sq[sl], E, e_closest, weights, buf)
         if activation == "softmax":
             F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
             # The objective's expm1 already holds exp(-D / T) - 1: the
@@ -343,8 +347,10 @@ def free_energy_moments(
             R *= weights
             R /= matmul(R, buf.ones)[:, None]
         else:
-            R = block_responsibilities(E, imin, e_min, activation, inv_T, buf, bias)
-            F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
+            R = block_responsibilities(
+                E, closest, e_closest, activation, inv_T, buf, bias
+            )
+            F = _entmax_energy(R, D, d_min, T, buf.workspace.W[:b], buf.ones)
         energy = _energy(wb, F, d_min, d_mean)
         M = _block_moments(Xb, wb, R)
         return _Part(float(matmul(wb, d_min)), energy, *_block_sums(Xb, wb, R), M)
@@ -362,8 +368,8 @@ def responsibilities(X, centers, sigma, activation, offset, x_sq, out):
     """
     _, inv_T = temperature(sigma, centers.dtype)
 
-    def block(sl, Xb, E, imin, e_min, buf):
-        out[sl] = block_responsibilities(E, imin, e_min, activation, inv_T, buf)
+    def block(sl, Xb, E, closest, e_closest, buf):
+        out[sl] = block_responsibilities(E, closest, e_closest, activation, inv_T, buf)
 
     BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES).map(block)
     return out
@@ -380,16 +386,16 @@ def gradients(X, sample_weight, centers, sigma, activation, offset, x_sq):
     plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
     grad_X = np.empty(X.shape, dtype=dtype)
 
-    def block(sl, Xb, E, imin, e_min, buf):
+    def block(sl, Xb, E, closest, e_closest, buf):
         wb, b = sample_weight[sl], E.shape[0]
-        d_min, D, d_mean = _gaps(x_sq[sl], E, e_min, weights, buf)
-        R = block_responsibilities(E, imin, e_min, activation, inv_T, buf)
+        d_min, D, d_mean = _gaps(x_sq[sl], E, e_closest, weights, buf)
+        R = block_responsibilities(E, closest, e_closest, activation, inv_T, buf)
         if activation == "softmax":
             F, _ = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
         else:
-            F = _entmax_energy(R, D, d_min, T, buf.ws.W[:b], buf.ones)
+            F = _entmax_energy(R, D, d_min, T, buf.workspace.W[:b], buf.ones)
         energy = _energy(wb, F, d_min, d_mean)
-        _gradient_rows(grad_X[sl], Xb, wb, R, plan.pc.C)
+        _gradient_rows(grad_X[sl], Xb, wb, R, plan.prepared.C)
         return _Part(float(matmul(wb, d_min)), energy, *_block_sums(Xb, wb, R))
 
     sums = _Sums(n_clusters, X.shape[1], stats=True)
@@ -400,10 +406,10 @@ def moments(X, sample_weight, centers, sigma, activation, offset, x_sq):
     """``N``, ``S``, the hard inertia and the second moments (``PassResult``)."""
     _, inv_T = temperature(sigma, centers.dtype)
 
-    def block(sl, Xb, E, imin, e_min, buf):
+    def block(sl, Xb, E, closest, e_closest, buf):
         wb = sample_weight[sl]
-        block_inertia = _hard_inertia(wb, x_sq[sl], e_min)
-        R = block_responsibilities(E, imin, e_min, activation, inv_T, buf)
+        block_inertia = _hard_inertia(wb, x_sq[sl], e_closest)
+        R = block_responsibilities(E, closest, e_closest, activation, inv_T, buf)
         M = _block_moments(Xb, wb, R)
         return _Part(block_inertia, 0.0, *_block_sums(Xb, wb, R), M)
 
@@ -422,9 +428,9 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
         x_sq = squared_norms(X, offset)
     labels = np.empty(X.shape[0], dtype=np.int32)
 
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        return _Part(_hard_inertia(sample_weight[sl], x_sq[sl], e_min))
+    def block(sl, Xb, E, closest, e_closest, buf):
+        labels[sl] = closest
+        return _Part(_hard_inertia(sample_weight[sl], x_sq[sl], e_closest))
 
     parts = BlockPlan(X, centers, offset).map(block)
     return labels, _Sums(centers.shape[0], X.shape[1]).reduce(parts).inertia
@@ -445,11 +451,11 @@ def labels_margins(X, centers, offset):
     margins = np.full(n_samples, np.inf)
     nearest = np.empty(n_samples, dtype=centers.dtype)
 
-    def block(sl, Xb, E, imin, e_min, buf):
-        labels[sl] = imin
-        nearest[sl] = e_min
+    def block(sl, Xb, E, closest, e_closest, buf):
+        labels[sl] = closest
+        nearest[sl] = e_closest
         if n_clusters > 1:
-            margins[sl] = runner_up(E, imin)[1] - e_min
+            margins[sl] = runner_up(E, closest)[1] - e_closest
 
     BlockPlan(X, centers, offset).map(block)
     return labels, margins, nearest
@@ -465,19 +471,19 @@ def m_step(N, S, centers, offset):
     return new
 
 
-def _hard_inertia(wb, x_sq_b, e_min):
-    """Return a block's weighted distance to the nearest centres (from ``e_min``)."""
-    return float(matmul(wb, np.maximum(x_sq_b + e_min, 0.0)))
+def _hard_inertia(wb, x_sq_b, e_closest):
+    """Return a block's weighted distance to its nearest centres (``e_closest``)."""
+    return float(matmul(wb, np.maximum(x_sq_b + e_closest, 0.0)))
 
 
-def _gaps(x_sq_b, E, e_min, weights, buf):
+def _gaps(x_sq_b, E, e_closest, weights, buf):
     """Return a block's nearest distances, gaps ``D = d - d_min`` and mean distances.
 
     ``D`` (in ``buf.D``) is kept for the objective and its bounds; the mean
     distance is under ``weights`` (the prior's, uniform without one).
     """
-    d_min = np.maximum(x_sq_b + e_min, 0.0)
-    D = np.subtract(E, e_min[:, None], out=buf.D[: E.shape[0]])
+    d_min = np.maximum(x_sq_b + e_closest, 0.0)
+    D = np.subtract(E, e_closest[:, None], out=buf.D[: E.shape[0]])
     np.maximum(D, 0.0, out=D)
     return d_min, D, d_min + matmul(D, weights)
 
