@@ -287,39 +287,16 @@ def _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia):
 
 
 def free_energy(
-    X,
-    sample_weight,
-    centers,
-    sigma,
-    activation,
-    offset,
-    x_sq,
-    *,
-    prior=None,
+    X, sample_weight, centers, sigma, activation, offset, x_sq, *, prior=None
 ):
     """Return the free energy (``PassResult.objective``) and the hard inertia.
 
     ``free_energy_moments`` adds the statistics and second moments.
     """
-    dtype, n_clusters = centers.dtype, centers.shape[0]
-    T, inv_T = temperature(sigma, dtype)
-    _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
-
-    def block(sl, Xb, E, closest, e_closest, buf):
-        wb, b = sample_weight[sl], E.shape[0]
-        d_min, D, d_mean = _gaps(x_sq[sl], E, e_closest, weights, buf)
-        if activation == "softmax":
-            # No responsibilities needed.
-            F, _ = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
-        else:
-            R = block_responsibilities(
-                E, closest, e_closest, activation, inv_T, buf, bias
-            )
-            F = _entmax_energy(R, D, d_min, T, buf.workspace.W[:b], buf.ones)
-        return _Part(float(matmul(wb, d_min)), _energy(wb, F, d_min, d_mean))
-
-    plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
-    return _Sums(n_clusters, X.shape[1]).reduce(plan.map(block))
+    plan, block = _energy_plan(
+        X, sample_weight, centers, sigma, activation, offset, x_sq, prior, False
+    )
+    return _Sums(centers.shape[0], X.shape[1]).reduce(plan.map(block))
 
 
 def free_energy_moments(
@@ -330,6 +307,24 @@ def free_energy_moments(
     What the annealing's split decision needs at one width; a
     ``PassResult``.
     """
+    plan, block = _energy_plan(
+        X, sample_weight, centers, sigma, activation, offset, x_sq, prior, True
+    )
+    sums = _Sums(centers.shape[0], X.shape[1], stats=True, moments=True)
+    return sums.reduce(plan.map(block))
+
+
+def _energy_plan(
+    X, sample_weight, centers, sigma, activation, offset, x_sq, prior, moments
+):
+    """Return the ``BlockPlan`` and block function of ``free_energy``.
+
+    With ``moments``, of ``free_energy_moments``. The block function gives
+    a block's hard inertia and free energy, and with ``moments`` its
+    statistics and second moments. Softmax takes the energy from the gaps
+    alone, and the responsibilities, where asked, from the energy's own
+    ``expm1`` (no second ``exp``).
+    """
     dtype, n_clusters = centers.dtype, centers.shape[0]
     T, inv_T = temperature(sigma, dtype)
     _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
@@ -339,25 +334,26 @@ def free_energy_moments(
         d_min, D, d_mean = _gaps(x_sq[sl], E, e_closest, weights, buf)
         if activation == "softmax":
             F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
-            # The objective's expm1 already holds exp(-D / T) - 1: the
-            # responsibilities p_j exp(-D_ij / T) / sum follow without a
-            # second exp (entries below half an ulp of the row's largest
-            # become 0, which the sums do not see).
-            R = np.add(Q, 1.0, out=E)
-            R *= weights
-            R /= matmul(R, buf.ones)[:, None]
+            if moments:
+                # The objective's expm1 already holds exp(-D / T) - 1: the
+                # responsibilities p_j exp(-D_ij / T) / sum follow without a
+                # second exp (entries below half an ulp of the row's largest
+                # become 0, which the sums do not see).
+                R = np.add(Q, 1.0, out=E)
+                R *= weights
+                R /= matmul(R, buf.ones)[:, None]
         else:
             R = block_responsibilities(
                 E, closest, e_closest, activation, inv_T, buf, bias
             )
             F = _entmax_energy(R, D, d_min, T, buf.workspace.W[:b], buf.ones)
-        energy = _energy(wb, F, d_min, d_mean)
+        inertia, energy = float(matmul(wb, d_min)), _energy(wb, F, d_min, d_mean)
+        if not moments:
+            return _Part(inertia, energy)
         M = _block_moments(Xb, wb, R)
-        return _Part(float(matmul(wb, d_min)), energy, *_block_sums(Xb, wb, R), M)
+        return _Part(inertia, energy, *_block_sums(Xb, wb, R), M)
 
-    plan = BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES)
-    sums = _Sums(n_clusters, X.shape[1], stats=True, moments=True)
-    return sums.reduce(plan.map(block))
+    return BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES), block
 
 
 def responsibilities(X, centers, sigma, activation, offset, x_sq, out):
