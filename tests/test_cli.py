@@ -36,11 +36,22 @@ HEADER_CSV = "x,y\n" + "".join(f"{a!r},{b!r}\n" for a, b in X_BLOBS.tolist())
 PLAIN_CSV = "".join(f"{a!r},{b!r}\n" for a, b in X_BLOBS.tolist())
 
 
+# A shuffled index under an index's name, as df.sample(frac=1).to_csv(f)
+# writes it after df.index.name = "id".
+SHUFFLED = np.random.default_rng(0).permutation(X_BLOBS.shape[0])
+NAMED_INDEX_CSV = "id,x,y\n" + "".join(
+    f"{i},{a!r},{b!r}\n" for i, (a, b) in zip(SHUFFLED, X_BLOBS[SHUFFLED].tolist())
+)
+
 # name -> (files to create, arguments). Text is written as is, bytes as
 # bytes, arrays with np.save.
 SUBPROCESS_HAPPY = {
     "cluster": (
         {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "--centers", "c.csv"],
+    ),
+    "named_index": (
+        {"data.csv": NAMED_INDEX_CSV},
         ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "--centers", "c.csv"],
     ),
     "demo": ({}, ["demo", "--output-dir", "figs"]),
@@ -308,22 +319,44 @@ IN_PROCESS_BAD = {
         ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
         "data.csv, line 3: column 1: 'NA' is not a number",
     ),
-    # No row is all numbers: the text first row is not taken as a header.
-    "text_first_row_no_numeric_row": (
-        {"data.csv": "a,b,kind\n1,2,x\n3,4,y\n"},
+    # No later row has a number: the text first row is data, and no column
+    # of numbers is left to cluster.
+    "text_only": (
+        {"data.csv": "a,b\nc,d\ne,f\n"},
         ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
-        "line 1: column 1: 'a' is not a number; no later row is all numbers "
-        "(pass --header if it is a header)",
+        "data.csv, line 1: column 1: 'a' is not a number",
+    ),
+    # A column of numbers with text further down stays an error, even in a
+    # file with a column of text.
+    "text_in_a_column_of_numbers": (
+        {"data.csv": "name,a,b\ns0,1,2\ns1,x,4\n"},
+        ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
+        "data.csv, line 3: column 2 (a): 'x' is not a number",
     ),
     "header_then_text_row": (
         {"data.csv": "a,b\nc,d\n1,2\n"},
         ["cluster", "data.csv", "-k", "1", "-o", "o.csv"],
         "data.csv, line 2: column 1 (a): 'c' is not a number",
     ),
-    "header_option_text_column": (
-        {"data.csv": "a,b,kind\n1,2,x\n"},
-        ["cluster", "data.csv", "-k", "1", "-o", "o.csv", "--header"],
-        "data.csv, line 2: column 3 (kind): 'x' is not a number",
+    # At width 0 the map to responsibilities has no effect: refused, not
+    # ignored.
+    "sigma_zero_entmax": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--sigma", "0"]
+        + ["--activation", "entmax15"],
+        "--activation entmax15 has no effect with --sigma 0 (KMeans's fit: the "
+        "responsibilities are one-hot); leave it out, or pass a width above 0",
+    ),
+    "sigma_zero_softmax": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--sigma", "0"]
+        + ["--activation", "softmax"],
+        "--activation softmax has no effect with --sigma 0",
+    ),
+    "columns_bad_range": (
+        {"data.csv": HEADER_CSV},
+        ["cluster", "data.csv", "-k", "3", "-o", "o.csv", "--columns", "3-2"],
+        "expected a range of positions from 1, low-high, got '3-2'",
     ),
     "no_header_option_text_row": (
         {"data.csv": "x,y\n1,2\n3,4\n"},
@@ -971,8 +1004,8 @@ def test_cluster_drops_the_pandas_index(tmp_path, monkeypatch, capsys):
     assert_array_equal(np.array(centers[1:], dtype=float), est.cluster_centers_)
     assert f"inertia {est.inertia_:.6g}" in out
     assert err.splitlines() == [
-        "skrbfkmeans: note: dropped column 1 of data.csv: no name and the values "
-        "0..39, the index that pandas' to_csv writes (--columns chooses the columns)"
+        "skrbfkmeans: note: left out column 1 of data.csv: distinct integers "
+        "under no name, an index; --columns 1-3 keeps it"
     ]
 
 
@@ -985,23 +1018,27 @@ def test_cluster_drops_the_index_pandas_writes(tmp_path, monkeypatch, capsys):
     assert returncode == 0, err
     est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS)
     assert f"inertia {est.inertia_:.6g}" in out
-    assert "dropped column 1 of data.csv" in err
+    assert "left out column 1 of data.csv" in err
 
 
-def test_unnamed_first_column_of_other_values_is_kept(tmp_path, monkeypatch, capsys):
-    # Check that a first column without a name that is not 0..n-1 (the
-    # index of a filtered frame, or a feature) is clustered, with a warning
-    # that says how to leave it out; and that --columns leaves it out
-    # without a word.
-    rows = [f"{2 * i},{a!r},{b!r}\n" for i, (a, b) in enumerate(X_BLOBS.tolist())]
-    files = {"data.csv": ",x,y\n" + "".join(rows)}
+@pytest.mark.parametrize("name", ["", "id"])
+def test_index_like_first_column_of_other_values_is_kept(
+    tmp_path, monkeypatch, capsys, name
+):
+    # Check that a first column without a name or named like an index whose
+    # values are not distinct integers (a feature: repeated or fractional)
+    # is clustered, with a warning that says how to leave it out; and that
+    # --columns leaves it out without a word.
+    rows = [f"{i % 7},{a!r},{b!r}\n" for i, (a, b) in enumerate(X_BLOBS.tolist())]
+    files = {"data.csv": f"{name},x,y\n" + "".join(rows)}
     args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "-v"]
     _, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, files, args)
     assert returncode == 0, err
     assert "40 rows x 3 columns" in out
+    what = "no name" if not name else f"the name {name!r}"
     assert err.splitlines() == [
-        "skrbfkmeans: warning: column 1 of data.csv has no name: if it is an "
-        "index, leave it out with --columns"
+        f"skrbfkmeans: warning: column 1 of data.csv has {what}: if it is an "
+        "index, leave it out with --columns 2-3"
     ]
     _, returncode, out, err = _run_main(
         tmp_path, monkeypatch, capsys, {}, args + ["--columns", "x,y"]
@@ -1047,3 +1084,159 @@ def test_cluster_columns_without_header(tmp_path, monkeypatch, capsys):
         table = np.array(_read_rows(tmp_path / "out.csv")[1:], dtype=float)
         assert table.shape == (40, 4)
         assert_array_equal(table[:, 0], est.labels_)
+
+
+def test_cluster_leaves_out_a_named_shuffled_index(runs):
+    # Check, as a user runs the command, that a first column named "id"
+    # holding a shuffled index is left out (it was clustered as a feature,
+    # with no message): exit status 0, the fit of the two features, the
+    # centres named by them, and one note on stderr that names the column
+    # and the --columns that would keep it.
+    directory, _, returncode, out, err = runs["named_index"]
+    assert returncode == 0, err
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS[SHUFFLED])
+    table = np.array(_read_rows(directory / "out.csv")[1:], dtype=float)
+    assert_array_equal(table[:, 0], est.labels_)
+    assert _read_rows(directory / "c.csv")[0] == ["x", "y"]
+    assert f"inertia {est.inertia_:.6g}" in out
+    assert err.splitlines() == [
+        "skrbfkmeans: note: left out column 1 of data.csv: distinct integers "
+        "under the name 'id', an index; --columns 1-3 keeps it"
+    ]
+
+
+@pytest.mark.parametrize("name", ["index", "idx", "ID", "sample_id", "Unnamed: 0"])
+def test_cluster_leaves_out_index_names(tmp_path, monkeypatch, capsys, name):
+    # Check that the other names of an index are recognised, and that the
+    # --columns the note gives keeps the column: the fit is then the one
+    # of the three columns, without a note.
+    files = {"data.csv": NAMED_INDEX_CSV.replace("id", name, 1)}
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv"]
+    _, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, files, args)
+    assert returncode == 0, err
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS[SHUFFLED])
+    assert f"inertia {est.inertia_:.6g}" in out
+    assert f"under the name {name!r}, an index; --columns 1-3 keeps it" in err
+    _, returncode, out, err = _run_main(
+        tmp_path, monkeypatch, capsys, {}, args + ["--columns", "1-3"]
+    )
+    assert returncode == 0, err
+    kept = np.column_stack([SHUFFLED, X_BLOBS[SHUFFLED]])
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(kept)
+    assert f"inertia {est.inertia_:.6g}" in out and err == ""
+
+
+def test_cluster_iris_with_a_named_index(tmp_path, monkeypatch, capsys):
+    # Check the report's case, written by pandas: iris with
+    # df.index.name = "id" was clustered on the index (inertia 31345
+    # instead of 79.85); now the fit is that of the four measurements.
+    pd = pytest.importorskip("pandas")
+    from sklearn.datasets import load_iris
+
+    df = load_iris(as_frame=True).data
+    df.index.name = "id"
+    df.to_csv(tmp_path / "iris.csv")
+    args = ["cluster", "iris.csv", "-k", "3", "-o", "out.csv", "--centers", "c.csv"]
+    _, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
+    assert returncode == 0, err
+    X = pd.read_csv(tmp_path / "iris.csv", index_col="id").to_numpy()
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X)
+    assert f"inertia {est.inertia_:.6g}" in out and est.inertia_ < 100
+    assert _read_rows(tmp_path / "c.csv")[0] == list(df.columns)
+    assert "left out column 1 of iris.csv" in err
+
+
+def test_cluster_shuffled_unnamed_index(tmp_path, monkeypatch, capsys):
+    # Check the report's other case: df.sample(frac=1).to_csv(f) on four
+    # blobs warned and then clustered on the shuffled index (adjusted Rand
+    # index 0.0); now the index is left out and the blobs are found.
+    pd = pytest.importorskip("pandas")
+    from sklearn.metrics import adjusted_rand_score
+
+    X, y = make_blobs(n_samples=400, centers=4, cluster_std=0.6, random_state=0)
+    df = pd.DataFrame(X, columns=["x", "y"]).assign(blob=y)
+    df.sample(frac=1, random_state=0).drop(columns="blob").to_csv(tmp_path / "d.csv")
+    shuffled = df.sample(frac=1, random_state=0)
+    args = ["cluster", "d.csv", "-k", "4", "-o", "out.csv"]
+    _, returncode, _, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
+    assert returncode == 0, err
+    labels = np.array(_read_rows(tmp_path / "out.csv")[1:], dtype=float)[:, 0]
+    est = RBFKMeans(n_clusters=4, random_state=0).fit(shuffled[["x", "y"]].to_numpy())
+    assert_array_equal(labels, est.labels_)
+    assert adjusted_rand_score(shuffled["blob"], labels) > 0.95
+    assert err.splitlines() == [
+        "skrbfkmeans: note: left out column 1 of d.csv: distinct integers "
+        "under no name, an index; --columns 1-3 keeps it"
+    ]
+
+
+TEXT_ROWS = [
+    f"s{i:03d},{a!r},{b!r},kind{i % 3}\n" for i, (a, b) in enumerate(X_BLOBS.tolist())
+]
+
+
+@pytest.mark.parametrize(
+    "content, options, note",
+    [
+        (
+            "name,x,y,kind\n" + "".join(TEXT_ROWS),
+            [],
+            "columns 1 (name), 4 (kind) of data.csv: text ('s000', 'kind0'); "
+            "--columns 2-3 chooses the columns",
+        ),
+        (
+            "name,x,y,kind\n" + "".join(TEXT_ROWS),
+            ["--header"],
+            "columns 1 (name), 4 (kind) of data.csv: text ('s000', 'kind0'); "
+            "--columns 2-3 chooses the columns",
+        ),
+        (
+            "".join(TEXT_ROWS),
+            [],
+            "columns 1, 4 of data.csv: text ('s000', 'kind0'); --columns 2-3 "
+            "chooses the columns",
+        ),
+    ],
+    ids=["header-detected", "header-option", "no-header"],
+)
+def test_cluster_leaves_out_text_columns(
+    tmp_path, monkeypatch, capsys, content, options, note
+):
+    # Check that columns of text are left out with one note naming them and
+    # pointing at --columns, with the header detected, given or absent (it
+    # was "line 1: column 1: 'name' is not a number; ... (pass --header
+    # ...)" and, with --header, "'s000' is not a number"), and that the
+    # numbers are clustered as without them.
+    files = {"data.csv": content}
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv", "--centers", "c.csv"]
+    _, returncode, out, err = _run_main(
+        tmp_path, monkeypatch, capsys, files, args + options
+    )
+    assert returncode == 0, err
+    assert err.splitlines() == [f"skrbfkmeans: note: left out {note}"]
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS)
+    table = np.array(_read_rows(tmp_path / "out.csv")[1:], dtype=float)
+    assert_array_equal(table[:, 0], est.labels_)
+    header = ["x", "y"] if content.startswith("name") else ["feature_0", "feature_1"]
+    assert _read_rows(tmp_path / "c.csv")[0] == header
+
+
+def test_cluster_text_column_and_index_from_pandas(tmp_path, monkeypatch, capsys):
+    # Check a frame with a column of names written with its index: both are
+    # left out, each with its note, and the --columns of the index's note
+    # leaves the text out.
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(X_BLOBS, columns=["x", "y"])
+    df.insert(0, "name", [f"s{i:03d}" for i in range(len(df))])
+    df.to_csv(tmp_path / "data.csv")
+    args = ["cluster", "data.csv", "-k", "3", "-o", "out.csv"]
+    _, returncode, out, err = _run_main(tmp_path, monkeypatch, capsys, {}, args)
+    assert returncode == 0, err
+    est = RBFKMeans(n_clusters=3, random_state=0).fit(X_BLOBS)
+    assert f"inertia {est.inertia_:.6g}" in out
+    assert err.splitlines() == [
+        "skrbfkmeans: note: left out column 2 (name) of data.csv: text ('s000'); "
+        "--columns 1,3-4 chooses the columns",
+        "skrbfkmeans: note: left out column 1 of data.csv: distinct integers "
+        "under no name, an index; --columns 1,3-4 keeps it",
+    ]

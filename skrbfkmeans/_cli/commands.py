@@ -31,6 +31,14 @@ def _cmd_cluster(args):
     """``skrbfkmeans cluster``: cluster INPUT, write OUT (and the centres)."""
     if args.activation == "auto" and not args.anneal:
         raise CLIError("--activation auto needs --anneal")
+    if args.sigma == 0 and args.activation is not None:
+        # At width 0 every map gives one-hot responsibilities: the option
+        # would be ignored, and the user believe it was used.
+        raise CLIError(
+            f"--activation {args.activation} has no effect with --sigma 0 "
+            "(KMeans's fit: the responsibilities are one-hot); leave it out, "
+            "or pass a width above 0"
+        )
     X, names = read_input(args.input, args.header, args.columns)
     _check_cluster_args(args, n_samples=X.shape[0])
     if args.verbose:

@@ -2,8 +2,8 @@
 
 :func:`read_input` reads INPUT, a ``.csv`` (with or without a header row)
 or a ``.npy``, into a float array, keeping the columns ``--columns``
-selects (by default all, less the index column that pandas' ``to_csv``
-writes); every problem with it is a
+selects (by default all, less an index column and the columns of text,
+each left out with a note); every problem with it is a
 :class:`~skrbfkmeans._cli.errors.CLIError` naming the file and, for a
 ``.csv``, the line. :func:`check_output` and :func:`check_replaceable`
 refuse, before the minutes of work rather than after, an output that could
@@ -29,8 +29,8 @@ def read_input(path, header=None, columns=None):
     decides from the file (see :func:`_read_csv`). ``columns`` (the parsed
     ``--columns``): the columns to keep, in that order, each a name (a
     ``str``, from the header) or a position (an ``int``, from 1); ``None``
-    keeps them all, less the index column of pandas' ``to_csv``
-    (:func:`_drop_pandas_index`).
+    keeps them all, less the columns of text (:func:`_text_columns`) and
+    an index column (:func:`_drop_index`), each left out with a note.
     """
     if not os.path.exists(path):
         raise CLIError(f"{path}: no such file")
@@ -45,8 +45,9 @@ def read_input(path, header=None, columns=None):
     if header is not None and extension != ".csv":
         raise CLIError(f"{path}: --header and --no-header apply to .csv input")
     try:
+        positions = None
         if extension == ".csv":
-            X, names = _read_csv(path, header, columns)
+            X, names, positions = _read_csv(path, header, columns)
         else:
             X, names = _read_npy(path)
             if columns is not None:
@@ -57,33 +58,60 @@ def read_input(path, header=None, columns=None):
     if bad.size:
         raise CLIError(f"{path}: NaN or infinite value in row {bad[0]}")
     if columns is None and names is not None:
-        X, names = _drop_pandas_index(path, X, names)
+        X, names = _drop_index(path, X, names, positions)
     return X, names
 
 
-def _drop_pandas_index(path, X, names):
-    """Drop the index column that pandas' ``to_csv`` writes, with a note.
+# The names under which a first column is taken for an index (lower case):
+# pandas' to_csv writes the index under its name, empty by default, and
+# read_csv names an empty header cell "Unnamed: 0".
+INDEX_NAMES = ("", "index", "idx", "id", "row", "unnamed: 0")
 
-    ``DataFrame.to_csv`` writes the index first, under an empty header
-    cell: clustered as a feature, it would outweigh the others. A first
-    column without a name holding 0, 1, ..., n-1 is that index, and is
-    dropped; a first column without a name holding other values (the index
-    of a filtered frame, or a feature) is kept, with a warning.
+
+def _is_index_name(name):
+    """Whether a column named ``name`` is named like an index (``id``, ``user_id``)."""
+    name = name.strip().lower()
+    return name in INDEX_NAMES or name.endswith(("_id", " id"))
+
+
+def _drop_index(path, X, names, positions):
+    """Leave out an index column of a file with a header, with a note.
+
+    ``DataFrame.to_csv`` writes the index first, under an empty header cell
+    or the index's name: clustered as a feature, it would outweigh the
+    others (iris, named index: inertia 31345 instead of 79.85), and a
+    shuffled one would decide the clusters. The first column of the file
+    is that index when it is named like one (:func:`_is_index_name`) and
+    holds distinct integers, and is left out; named like one and holding
+    other values, it is kept, with a warning. ``positions`` are the file's
+    columns (from 0) that ``X`` holds.
     """
-    if names[0] or len(names) < 2:
+    if len(names) < 2 or positions[0] != 0 or not _is_index_name(names[0]):
         return X, names
     first = X[:, 0]
-    if np.array_equal(first, np.arange(first.size)):
+    what = "no name" if not names[0] else f"the name {names[0]!r}"
+    if np.array_equal(first, np.round(first)) and np.unique(first).size == first.size:
         note(
-            f"dropped column 1 of {path}: no name and the values 0..{first.size - 1}, "
-            "the index that pandas' to_csv writes (--columns chooses the columns)"
+            f"left out column 1 of {path}: distinct integers under {what}, an "
+            f"index; --columns {_ranges(positions)} keeps it"
         )
         return X[:, 1:], names[1:]
     warn(
-        f"column 1 of {path} has no name: if it is an index, leave it out "
-        "with --columns"
+        f"column 1 of {path} has {what}: if it is an index, leave it out "
+        f"with --columns {_ranges(positions[1:])}"
     )
     return X, names
+
+
+def _ranges(positions):
+    """``--columns`` of the file's columns ``positions`` (from 0): ``1,3-5``."""
+    runs = []  # [first, last], from 1
+    for p in positions:
+        if runs and runs[-1][1] == p:
+            runs[-1][1] = p + 1
+        else:
+            runs.append([p + 1, p + 1])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 # -- .csv --------------------------------------------------------------------
@@ -94,11 +122,13 @@ def _read_csv(path, header=None, columns=None):
 
     ``header=True`` takes the first row as the header and ``False`` as data.
     ``None`` takes it as the header only when none of its fields is a number
-    and a later row is all numbers (see :func:`_is_header`): a data row with
-    a bad field, ``NA,2`` or ``1,``, is reported, never dropped. With
+    and a later row has one (see :func:`_is_header`): a data row with a bad
+    field, ``NA,2`` or ``1,``, is reported, never dropped. With
     ``columns``, only those fields of each row are read (see
-    :func:`_select_fields`): the others may hold text. Returns ``(X,
-    names)`` with ``names`` ``None`` without a header.
+    :func:`_select_fields`): the others may hold text. Without, the columns
+    of text (:func:`_text_columns`) are left out, with a note. Returns
+    ``(X, names, positions)``: ``names`` ``None`` without a header, and
+    ``positions`` the file's columns (from 0) that ``X`` holds.
     """
     rows = []
     try:
@@ -108,15 +138,25 @@ def _read_csv(path, header=None, columns=None):
                 records, header, positions = _select_fields(
                     records, columns, header, path
                 )
-            records, names, detected = _split_header(records, header)
+            records, names, _ = _split_header(records, header)
             n_columns = None if names is None else len(names)
+            keep, left_out = None, None
             for line_num, fields in records:
-                # The hint that the first row may be a header is for the
-                # first row read as data, when it was not taken as one.
-                maybe_header = detected and names is None and not rows
                 line = f"{path}, line {line_num}"
+                if n_columns is not None and len(fields) != n_columns:
+                    plural = "" if len(fields) == 1 else "s"
+                    raise CLIError(
+                        f"{line}: {len(fields)} field{plural}, expected {n_columns}"
+                    )
+                if keep is None:
+                    keep, left_out = _kept_fields(path, fields, names, columns is None)
+                    if positions is None:
+                        positions = keep
+                    else:
+                        positions = [positions[i] for i in keep]
+                    kept_names = None if names is None else [names[i] for i in keep]
                 rows.append(
-                    _row_values(fields, line, n_columns, names, maybe_header, positions)
+                    _row_values([fields[i] for i in keep], line, kept_names, positions)
                 )
                 n_columns = len(fields)
     except UnicodeDecodeError:
@@ -125,7 +165,58 @@ def _read_csv(path, header=None, columns=None):
         raise CLIError(f"cannot read {path}: {exc}") from None
     if not rows:
         raise CLIError(f"{path}: no data rows")
-    return np.array(rows, dtype=np.float64), names
+    # Said once the file is read: an error in it is the only line printed.
+    if left_out:
+        note(left_out)
+    return np.array(rows, dtype=np.float64), kept_names, positions
+
+
+def _kept_fields(path, fields, names, drop_text):
+    """The indices of the fields of each row to read, from the first data row.
+
+    With ``drop_text``, the columns of text (:func:`_text_columns`) are
+    left out, unless no column would be left (the first field that is not a
+    number is then reported). Returns ``(indices, note)``, the note naming
+    the columns left out (``None`` if none).
+    """
+    text = _text_columns(fields) if drop_text else []
+    if len(text) == len(fields):
+        text = []
+    keep = [i for i in range(len(fields)) if i not in text]
+    if not text:
+        return keep, None
+    described = ", ".join(
+        f"{i + 1}" + (f" ({names[i]})" if names is not None and names[i] else "")
+        for i in text
+    )
+    examples = ", ".join(repr(fields[i].strip()) for i in text[:3])
+    return keep, (
+        f"left out column{'s' if len(text) > 1 else ''} {described} of {path}: "
+        f"text ({examples}{', ...' if len(text) > 3 else ''}); "
+        f"--columns {_ranges(keep)} chooses the columns"
+    )
+
+
+# Fields that stand for a missing value: not text, a number left out.
+MISSING = ("na", "n/a", "#n/a", "nan", "null", "none", "missing", "-", "?")
+
+
+def _text_columns(fields):
+    """The indices of the fields of a data row that are text, not numbers.
+
+    A field is text when it is not a number, holds a letter and does not
+    stand for a missing value (``NA``, ``null``, ...): a name (``s000``), a
+    species. A column is text when its field in the first data row is:
+    its later fields are not read. A field like ``NA`` or ``1.2.3`` in a
+    column of numbers stays an error.
+    """
+    return [
+        i
+        for i, field in enumerate(fields)
+        if not _is_number(field)
+        and any(c.isalpha() for c in field)
+        and field.strip().lower() not in MISSING
+    ]
 
 
 def _records(reader):
@@ -229,25 +320,15 @@ def _split_header(records, header):
     return records, names, detected
 
 
-def _row_values(fields, line, n_columns, names, maybe_header, positions=None):
+def _row_values(fields, line, names, positions):
     """Return the numbers of one data row; a :class:`CLIError` names ``line``.
 
-    ``n_columns`` is the number of fields every row must have (``None`` for
-    the first row of a file without a header); ``maybe_header`` adds the
-    hint that a first row of text may be a header. ``positions``: the
-    columns of the file that ``fields`` are (``None``: all of them).
+    ``names`` are the header's names of ``fields`` (``None`` without a
+    header) and ``positions`` the columns of the file they are.
     """
-    if n_columns is not None and len(fields) != n_columns:
-        plural = "" if len(fields) == 1 else "s"
-        raise CLIError(f"{line}: {len(fields)} field{plural}, expected {n_columns}")
     values = _parse_numbers(fields)
     if values is None:
-        hint = ""
-        if maybe_header and not any(map(_is_number, fields)):
-            hint = "; no later row is all numbers (pass --header if "
-            hint += "it is a header)"
-        what = _first_non_number(fields, names, positions)
-        raise CLIError(f"{line}: {what}{hint}")
+        raise CLIError(f"{line}: {_first_non_number(fields, names, positions)}")
     if not all(math.isfinite(v) for v in values):
         raise CLIError(f"{line}: NaN or infinite value")
     return values
@@ -256,21 +337,21 @@ def _row_values(fields, line, n_columns, names, maybe_header, positions=None):
 def _is_header(fields, records):
     """Whether the first row ``fields`` is a header; and the next row read.
 
-    A header has no field that is a number, and some later row has only
-    numbers (or no row follows: a header alone, reported as "no data rows").
-    ``records`` is read up to that row, but only the row after the first is
-    returned, to be read again: when it is not all numbers it is an error
-    whichever the first row is, and reading stops there. So a file with a
-    text column (no row all numbers) is scanned, not held in memory.
+    A header has no field that is a number, and some later row has one (a
+    row of numbers, or of numbers and text) (or no row follows: a header
+    alone, reported as "no data rows"). ``records`` is read up to that
+    row, but only the row after the first is returned, to be read again:
+    when it has no number it is an error whichever the first row is, and
+    reading stops there. So a file of text is scanned, not held in memory.
     """
     if any(_is_number(field) for field in fields):
         return False, []
     second = next(records, None)
     if second is None:
         return True, []
-    if all(_is_number(field) for field in second[1]):
+    if any(_is_number(field) for field in second[1]):
         return True, [second]
-    later = any(all(_is_number(field) for field in r[1]) for r in records)
+    later = any(any(_is_number(field) for field in r[1]) for r in records)
     return later, [second]
 
 

@@ -58,7 +58,8 @@ def _non_negative_float(text):
 def _columns(text):
     """Parse ``--columns``: names (``str``) and positions from 1 (``int``).
 
-    A field of digits only is a position; anything else is a name.
+    A field of digits only is a position, two joined by ``-`` a range of
+    positions (``2-5``); anything else is a name.
     """
     columns = []
     for field in text.split(","):
@@ -67,7 +68,14 @@ def _columns(text):
             raise argparse.ArgumentTypeError(
                 f"expected column names or positions separated by commas, got {text!r}"
             )
-        if field.isdigit():
+        first, dash, last = field.partition("-")
+        if dash and first.isdigit() and last.isdigit():
+            if not 1 <= int(first) <= int(last):
+                raise argparse.ArgumentTypeError(
+                    f"expected a range of positions from 1, low-high, got {field!r}"
+                )
+            columns.extend(range(int(first), int(last) + 1))
+        elif field.isdigit():
             if int(field) < 1:
                 raise argparse.ArgumentTypeError(
                     f"column positions start at 1, got {field!r}"
@@ -171,8 +179,10 @@ def _add_cluster(sub):
         type=_columns,
         metavar="LIST",
         help="the columns to cluster, separated by commas: names from the "
-        "header, or positions from 1 (default: all, less a first column with "
-        "no name holding 0..n-1, the index pandas' to_csv writes)",
+        "header, or positions from 1 and ranges of them (2-5) (default: all, "
+        "less the columns of text and an index: a first column with no name or "
+        "an index's name (id, index, ...) holding distinct integers, as "
+        "pandas' to_csv writes; a note says which were left out)",
     )
     _add_model_options(cluster)
     cluster.add_argument(
@@ -211,8 +221,8 @@ def _add_model_options(cluster):
         "--sigma",
         type=_non_negative_float,
         metavar="S",
-        help="RBFKMeans at this width; 0 is KMeans's fit (default: RBFKMeans "
-        "with sigma='auto')",
+        help="RBFKMeans at this width; 0 is KMeans's fit, where --activation "
+        "has no effect (default: RBFKMeans with sigma='auto')",
     )
     how.add_argument(
         "--anneal",
