@@ -458,3 +458,37 @@ def test_compiled_loss_with_a_float_width():
 
     compiled = torch.compile(f, fullgraph=True, backend="aot_eager")
     assert_allclose(compiled(z, centers).item(), f(z, centers).item(), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "dtype, scales",
+    [
+        (torch.float64, [1e-300, 1e-150, 1.0, 1e150, 1e300]),
+        (torch.float32, [1e-30, 1e-15, 1.0, 1e15, 1e30]),
+    ],
+    ids=["float64", "float32"],
+)
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+def test_extreme_scales_and_widths(activation, dtype, scales):
+    # Check that at data scales across the dtype's range and widths from 0
+    # to 1e300 times the data's scale the responsibilities are finite and
+    # sum to 1, the gradients are finite, and the loss is finite wherever
+    # its value (30 rows of squared distances) is below the dtype's maximum.
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 3))
+    C = X[:4] + 0.1
+    finfo = torch.finfo(dtype)
+    for scale in scales:
+        for width in [0.0, 1e-300, 1e-30, 1e-8, 1.0, 1e8, 1e30, 1e300]:
+            sigma = min(width * scale, finfo.max)
+            z = torch.tensor(X * scale, dtype=dtype, requires_grad=True)
+            c = torch.tensor(C * scale, dtype=dtype, requires_grad=True)
+            layer = _layer(c.detach(), sigma, activation)
+            resp = layer(z).detach()
+            assert torch.isfinite(resp).all()
+            assert_allclose(resp.sum(dim=1).numpy(), 1.0, rtol=4 * finfo.eps)
+            loss = rbf_kmeans_loss(z, c, sigma, activation)
+            loss.backward()
+            assert torch.isfinite(z.grad).all() and torch.isfinite(c.grad).all()
+            if scale < (finfo.max / 3000.0) ** 0.5:
+                assert torch.isfinite(loss)
