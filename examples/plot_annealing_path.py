@@ -49,7 +49,10 @@ print(
 # ``n_distinct_centers_path_`` record every stage. Left:
 # :func:`~skrbfkmeans.plotting.plot_annealing_path` draws the centres'
 # positions along the principal axis against the width (hot on the left),
-# with the splits as dashed lines. Middle: the same paths in the plane.
+# each cluster from its birth at the point of the group it splits off, with
+# the splits as dashed lines. Middle: the paths in the plane, each of the
+# ``n_clusters`` centres from the start (a centre not yet split off sits on
+# its group), in the same colours.
 # Right: the number of distinct centres and the K-Means distortion of the
 # centres after each stage: the distortion drops at each split and is flat
 # in between.

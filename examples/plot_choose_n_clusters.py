@@ -71,16 +71,18 @@ print(f"silhouette scan over K = 2..15: {k_sil} clusters in {t_scan:.2f} s")
 # themselves split as fast as the schedule allows). Middle:
 # :func:`~skrbfkmeans.plotting.plot_split_tree` draws ``split_linkage_``,
 # the splits as a dendrogram whose leaves are the clusters (leaf ``i`` is
-# label ``i``) and whose heights are the critical widths: the close pair
-# separates last. Right: the clusters found.
+# label ``i``) and whose heights are the critical widths, on a log axis:
+# the close pair separates last. Each cluster's leg has its colour, up to
+# where it split off. Right: the clusters found, in the same colours.
 
 fig, axes = plt.subplots(1, 3, figsize=(16, 4.6), layout="constrained")
 plot_cluster_lifetimes(est, ax=axes[0])
 plot_split_tree(est, ax=axes[1])
-axes[2].scatter(X[:, 0], X[:, 1], c=est.labels_, s=6, cmap="tab10")
+# Cluster i in colour "Ci", as in the tree (up to ten clusters).
+axes[2].scatter(X[:, 0], X[:, 1], c=np.asarray(plt.cm.tab10.colors)[est.labels_], s=6)
 for i, c in enumerate(est.cluster_centers_):
     axes[2].annotate(str(i), c, fontsize=12, weight="bold", ha="center")
-axes[2].set_title(f"{est.n_clusters_} clusters (labels as in the tree)")
+axes[2].set_title(f"{est.n_clusters_} clusters (labels and colours as in the tree)")
 axes[2].set_aspect("equal", adjustable="datalim")
 plt.show()
 
