@@ -13,6 +13,9 @@ the float32 computation for autocast; scikit-learn's estimators for interop.
 
 import numpy as np
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 
 torch = pytest.importorskip(
     "torch", reason='PyTorch not installed (pip install "skrbfkmeans[torch]")'
@@ -492,3 +495,40 @@ def test_extreme_scales_and_widths(activation, dtype, scales):
             assert torch.isfinite(z.grad).all() and torch.isfinite(c.grad).all()
             if scale < (finfo.max / 3000.0) ** 0.5:
                 assert torch.isfinite(loss)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    data=arrays(
+        np.float64,
+        st.tuples(st.integers(1, 12), st.integers(1, 4)),
+        elements=st.floats(-1e3, 1e3),
+    ),
+    n_clusters=st.integers(1, 5),
+    shift=st.floats(-1e6, 1e6),
+    sigma=st.floats(1e-3, 1e3),
+    activation=st.sampled_from(ACTIVATIONS),
+)
+def test_invariants(data, n_clusters, shift, sigma, activation):
+    # Check the invariants of the layer: rows sum to one; a permutation of
+    # the rows permutes the outputs; a common translation of rows and
+    # centres changes no responsibility and no label (to rounding of the
+    # translated values).
+    z = torch.from_numpy(data)
+    centers = (
+        z[torch.arange(n_clusters) % z.shape[0]]
+        + 0.5 * torch.arange(n_clusters, dtype=z.dtype)[:, None]
+    )
+    layer = _layer(centers, sigma, activation)
+    resp = layer(z).detach()
+    assert_allclose(resp.sum(dim=1).numpy(), 1.0, rtol=1e-12)
+    order = torch.arange(z.shape[0]).flip(0)
+    assert_allclose(layer(z[order]).detach().numpy(), resp[order].numpy(), atol=1e-12)
+    moved = _layer(centers + shift, sigma, activation)
+    # Rounding of the translated values: eps (|shift| + |z|) per coordinate,
+    # times the distances' scale |z| over the temperature; examples where
+    # that says nothing are skipped.
+    size = 1.0 + float(z.abs().max())
+    tol = 1e-13 * (abs(shift) + size) * size / sigma**2
+    assume(tol < 1e-4)
+    assert_allclose(moved(z + shift).detach().numpy(), resp.numpy(), atol=tol + 1e-12)
