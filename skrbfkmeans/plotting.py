@@ -218,7 +218,9 @@ def _path_legend(ax, color, n_critical, strays, certified, lines):
     handles, labels = ax.get_legend_handles_labels()
     ours = {str(j) for j in range(len(lines))}
     kept = [(h, lab) for h, lab in zip(handles, labels) if lab not in ours]
-    proxies = [Line2D([], [], color=color, marker=".", label="a cluster, from its birth")]
+    proxies = [
+        Line2D([], [], color=color, marker=".", label="a cluster, from its birth")
+    ]
     if any(by_polish for _, _, by_polish in lines):
         proxies.append(
             Line2D(
@@ -301,7 +303,7 @@ def _lineages(estimator):
 
 
 def _born(Z, n):
-    """The cluster that each row of the linkage ``Z`` splits off.
+    """Return the cluster that each row of the linkage ``Z`` splits off.
 
     A row joins two groups, each drawn as its smallest cluster; the group
     whose smallest cluster is the larger splits off the other. Returns an
@@ -316,10 +318,14 @@ def _born(Z, n):
 
 
 def _representatives(Z, n, united):
-    """The smallest cluster of each one's group, the rows ``united`` of ``Z`` joined.
+    """Return each cluster's group, as its smallest cluster, rows ``united`` joined.
 
     ``Z`` is a SciPy linkage matrix over ``n`` clusters; row ``r`` joins its
     two nodes when ``united[r]``. Returns an array of ``n`` cluster indices.
+    The rows are sorted by width and the callers unite a row only when they
+    unite every row below it (the splits of the polish, always united, are
+    the lowest; those of the start, never, the highest), so that each side
+    of a united row is one group.
     """
     members = [[i] for i in range(n)]
     rep = np.arange(n)
@@ -337,7 +343,7 @@ def _plural(count, noun):
 
 
 def _split_counts(estimator, Z):
-    """The counts of the split tree's joins, as both titles give them.
+    """Return the counts of the split tree's joins, as both titles give them.
 
     ``"7 splits while annealing, 2 by the polish"``, and the clusters apart
     from the start after an explicit ``init``; see :func:`_join_kinds`.
@@ -524,9 +530,7 @@ def _lifetimes_title(estimator):
     if estimator.n_clusters != "auto":
         return f"{k} clusters requested: the schedule splits no further"
     if margin is not None and margin <= 1:
-        return (
-            f"no count stands out (by at most one cooling step): {k} is a fallback"
-        )
+        return f"no count stands out (by at most one cooling step): {k} is a fallback"
     by = "" if margin is None or np.isinf(margin) else f" (by {margin:.2g} steps)"
     return f"chosen: {k} clusters, the longest-lived count{by}"
 
@@ -546,7 +550,9 @@ def _lifetimes_legend(ax, auto, open_ended):
             else "open-ended: cut at the end of the schedule, not a lifetime"
         )
         handles.append(
-            Patch(facecolor=(0.5, 0.5, 0.5, 0.3), edgecolor="0.5", hatch="//", label=label)
+            Patch(
+                facecolor=(0.5, 0.5, 0.5, 0.3), edgecolor="0.5", hatch="//", label=label
+            )
         )
     _legend_below(ax, handles=handles, ncols=1)
 

@@ -172,7 +172,7 @@ def _read_csv(path, header=None, columns=None):
 
 
 def _kept_fields(path, fields, names, drop_text):
-    """The indices of the fields of each row to read, from the first data row.
+    """Return the indices of the fields of each row to read, from the first row.
 
     With ``drop_text``, the columns of text (:func:`_text_columns`) are
     left out, unless no column would be left (the first field that is not a
@@ -202,7 +202,7 @@ MISSING = ("na", "n/a", "#n/a", "nan", "null", "none", "missing", "-", "?")
 
 
 def _text_columns(fields):
-    """The indices of the fields of a data row that are text, not numbers.
+    """Return the indices of the fields of a data row that are text, not numbers.
 
     A field is text when it is not a number, holds a letter and does not
     stand for a missing value (``NA``, ``null``, ...): a name (``s000``), a
