@@ -2,6 +2,12 @@
 
 matplotlib is imported inside the functions, so that ``import skrbfkmeans``
 and ``import skrbfkmeans.plotting`` work, and stay fast, without it.
+
+The legends are drawn below the axes, where they hide no data. So that
+``fig, ax = plt.subplots(); plot_...(est, ax=ax); fig.savefig(...)`` saves
+them, a figure without a layout engine is given the constrained one, which
+makes room for them; axes placed by hand (``fig.add_axes``) get the legend
+inside.
 """
 
 import numpy as np

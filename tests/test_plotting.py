@@ -146,7 +146,7 @@ def test_tree_and_lifetimes_need_an_annealed_fit():
 
 
 # Five separated blobs fitted with six clusters: the polish moves a cluster
-# (two moves), which joins the tree at the final width.
+# (one move), which joins the tree at the final width.
 X_FIVE, _ = make_blobs(n_samples=500, centers=5, cluster_std=0.6, random_state=1)
 
 
