@@ -20,7 +20,7 @@ from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
-from skrbfkmeans.torch import entmax15, entmax_bisect, sparsemax  # noqa: E402
+from skrbfkmeans.torch import _maps, entmax15, entmax_bisect, sparsemax  # noqa: E402
 
 # name -> (torch map, NumPy map, alpha)
 MAPS = {
@@ -48,6 +48,16 @@ def _atol(alpha):
     return max(1e-14, 4 * np.finfo(np.float64).eps ** (1.0 / (alpha - 1.0)))
 
 
+@pytest.fixture(params=["sort", "search"])
+def eager_path(request, monkeypatch):
+    """Both eager paths, whatever the size: every column sorted (as under
+    torch.compile and torch.func) or the candidate columns searched (a
+    count read on the host, then a top-k or Newton's iteration)."""
+    numel = 0 if request.param == "search" else math.inf
+    monkeypatch.setattr(_maps, "_SEARCH_NUMEL", numel)
+    return request.param
+
+
 def _scores(case, rng, m, k):
     """``m`` slices of ``k`` scores of the given kind, unscaled."""
     if case == "random":
@@ -70,9 +80,10 @@ def _scores(case, rng, m, k):
     "scale", [1e-300, 1e-8, 0.5, 3.0, 1e8, 1e300], ids=lambda s: f"x{s:g}"
 )
 @pytest.mark.parametrize("name", list(MAPS))
-def test_maps_match_numpy(name, scale, dim, global_random_seed):
+def test_maps_match_numpy(name, scale, dim, eager_path, global_random_seed):
     # Check that every map equals the package's NumPy map in float64 at every
-    # scale of the scores, with ties, equal and masked slices, along any dim.
+    # scale of the scores, with ties, equal and masked slices, along any dim,
+    # whether it sorts every column or searches the candidates.
     f, f_np, alpha = MAPS[name]
     rng = np.random.default_rng(global_random_seed)
     cases = ["random", "ties", "constant", "masked"]
@@ -88,15 +99,14 @@ def test_maps_match_numpy(name, scale, dim, global_random_seed):
 
 
 @pytest.mark.parametrize("scale", [1e-300, 0.25, 2.0, 1e300], ids=lambda s: f"x{s:g}")
-def test_entmax15_dense_slices_match_numpy(scale, global_random_seed):
+def test_entmax15_dense_slices_match_numpy(scale, eager_path, global_random_seed):
     # Check that slices with more candidates than _NEWTON_CANDIDATES (their
-    # threshold from Newton's iteration, not a sort) equal the NumPy map in
-    # float64, with ties, masks and a mix of dense and one-hot slices, and
-    # that their backward is the NumPy Jacobian-vector product.
-    from skrbfkmeans.torch._maps import _NEWTON_CANDIDATES
-
+    # threshold from Newton's iteration when searched, from the full sort
+    # otherwise) equal the NumPy map in float64, with ties, masks and a mix
+    # of dense and one-hot slices, and that their backward is the NumPy
+    # Jacobian-vector product.
     rng = np.random.default_rng(global_random_seed)
-    k = 4 * _NEWTON_CANDIDATES
+    k = 4 * _maps._NEWTON_CANDIDATES
     Z = np.concatenate(
         [
             rng.uniform(-0.5, 0, (6, k)),  # every entry a candidate
@@ -114,6 +124,38 @@ def test_entmax15_dense_slices_match_numpy(scale, global_random_seed):
     G = rng.standard_normal(Z.shape)
     P.backward(torch.from_numpy(G))
     expected_grad = skrbfkmeans.entmax_backward(P.detach().numpy(), G, alpha=1.5)
+    assert_allclose(z.grad.numpy(), expected_grad, rtol=RTOL, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", list(MAPS))
+def test_few_candidates_match_numpy(name, eager_path, global_random_seed):
+    # Check that slices with 1 to 8 entries within reach of the support among
+    # 40 (the searched path's top-k of the candidates, fewer than the
+    # columns), with ties at the top and masked entries, equal the NumPy map
+    # in float64, as does their backward the closed-form product.
+    f, f_np, alpha = MAPS[name]
+    rng = np.random.default_rng(global_random_seed)
+    n, k = 24, 40
+    reach = 1.0 / (alpha - 1.0)
+    Z = rng.uniform(-30.0, -2.0, (n, k)) * reach
+    for i in range(n):
+        near = rng.choice(k, size=1 + i % 8, replace=False)
+        # Odd rows nearly tied: all their near entries are in the support.
+        spread = 0.002 if i % 2 else 0.9
+        Z[i, near] = rng.uniform(-spread, 0.0, near.size) * reach
+        Z[i, near[0]] = 0.0
+        if i % 3 == 0:
+            Z[i, near[-1]] = 0.0  # a tie at the maximum
+    Z[rng.random((n, k)) < 0.1] = -np.inf
+    Z[np.arange(n), Z.argmax(axis=1)] = 0.0  # no slice entirely masked
+    z = torch.from_numpy(Z).requires_grad_()
+    P = f(z)
+    expected = f_np(Z)
+    assert_allclose(P.detach().numpy(), expected, rtol=RTOL, atol=_atol(alpha))
+    assert_array_equal(P.detach().numpy() > 0, expected > 0)
+    G = rng.standard_normal(Z.shape)
+    P.backward(torch.from_numpy(G))
+    expected_grad = skrbfkmeans.entmax_backward(expected, G, alpha=alpha)
     assert_allclose(z.grad.numpy(), expected_grad, rtol=RTOL, atol=1e-13)
 
 

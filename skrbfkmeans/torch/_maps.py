@@ -105,8 +105,10 @@ def _n_candidates(u, dim):
 
 
 def _sorted_candidates(u, dim, m):
-    """The ``m`` largest entries of each slice in decreasing order (all of
-    them when ``m`` is None); the clamped rest pad shorter slices."""
+    """Return the ``m`` largest entries of each slice, in decreasing order.
+
+    All of them when ``m`` is None; the clamped rest pad shorter slices.
+    """
     if m is not None and m < u.shape[dim]:
         return torch.topk(u, m, dim=dim).values
     return torch.sort(u, dim=dim, descending=True).values
@@ -314,7 +316,7 @@ def _bisect_probs(x, alpha, dim, n_iter):
 
 
 def _save(ctx, output, dim, alpha):
-    """What the Jacobian products need: the output, the dim and alpha."""
+    """Save what the Jacobian products need: the output, the dim and alpha."""
     ctx.dim, ctx.alpha = dim, alpha
     ctx.save_for_backward(output)
     ctx.save_for_forward(output)
@@ -385,7 +387,7 @@ def _jvp(ctx, x_t, *_):
 
 
 def _variants(function):
-    """The eager twin and the ``torch.func`` subclass of ``function``."""
+    """Return the eager twin and the ``torch.func`` subclass of ``function``."""
 
     class Transformable(function):
         generate_vmap_rule = True
@@ -615,12 +617,12 @@ def entmax_bisect(x, alpha=1.5, dim=-1, n_iter=None):
     tensor([0.0000, 0.2500, 0.7500])
     """
     _check_input(x)
-    if (
-        not isinstance(alpha, numbers.Real)
-        or isinstance(alpha, bool)
-        or not math.isfinite(alpha)
-        or alpha <= 1
-    ):
+    if not isinstance(alpha, numbers.Real) or isinstance(alpha, bool):
+        raise ValueError(f"alpha must be a finite real number > 1, got {alpha!r}.")
+    # A Python float from here (torch.compile specialises on it), and NaN
+    # fails both comparisons.
+    alpha = float(alpha)
+    if not 1.0 < alpha < math.inf:
         raise ValueError(f"alpha must be a finite real number > 1, got {alpha!r}.")
     if n_iter is not None and (
         not isinstance(n_iter, numbers.Integral)
@@ -628,4 +630,4 @@ def entmax_bisect(x, alpha=1.5, dim=-1, n_iter=None):
         or n_iter < 0
     ):
         raise ValueError(f"n_iter must be a non-negative integer, got {n_iter!r}.")
-    return _apply(_EntmaxBisect, x, _check_dim(x, dim), float(alpha), n_iter)
+    return _apply(_EntmaxBisect, x, _check_dim(x, dim), alpha, n_iter)
