@@ -50,9 +50,10 @@ def _atol(alpha):
 
 @pytest.fixture(params=["sort", "search"])
 def eager_path(request, monkeypatch):
-    """Both eager paths, whatever the size: every column sorted (as under
-    torch.compile and torch.func) or the candidate columns searched (a
-    count read on the host, then a top-k or Newton's iteration)."""
+    """Both eager paths, whatever the tensor's size: every column sorted (as
+    under torch.compile and torch.func) or, in slices longer than
+    _NEWTON_CANDIDATES, the candidate columns searched (a count read on the
+    host, then a top-k or Newton's iteration)."""
     numel = 0 if request.param == "search" else math.inf
     monkeypatch.setattr(_maps, "_SEARCH_NUMEL", numel)
     return request.param

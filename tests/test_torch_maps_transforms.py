@@ -40,10 +40,12 @@ ATOL = 1e-13
 
 @pytest.fixture(autouse=True)
 def always_search(monkeypatch):
-    """Eager calls of any size read the candidate count on the host: a
-    transform that reached that read would fail (vmap) or break the graph
-    (compile), instead of passing on a small tensor's full sort."""
+    """Eager calls of slices of 3 entries or more read the candidate count
+    on the host, whatever the tensor's size: a transform that reached that
+    read would fail (vmap) or break the graph (compile), instead of passing
+    on a small tensor's full sort."""
     monkeypatch.setattr(_maps, "_SEARCH_NUMEL", 0)
+    monkeypatch.setattr(_maps, "_NEWTON_CANDIDATES", 2)
 
 
 def _sparse_scores(rng, m, k, alpha):

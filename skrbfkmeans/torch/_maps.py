@@ -66,12 +66,20 @@ def _traced(x):
 
 
 # Eager calls search the candidate columns only (one count read on the host,
-# then a top-k, or Newton's iteration for entmax-1.5) from this many entries
-# in the tensor; below it the read and its four operations cost about what
-# they save. Measured on one thread, float32 entmax-1.5 forward and backward,
-# search / full sort: 0.94-1.03 at 64 x 64, 0.84-1.28 at 256 x 64, 0.59-0.82
-# at 1024 x 64 and 0.49-0.51 at 4096 x 64 (k = 10: 0.9-1.2 at every size).
+# then a top-k, or Newton's iteration for entmax-1.5) in slices longer than
+# _NEWTON_CANDIDATES, from this many entries in the tensor; below either the
+# read and its four operations cost about what they save. Measured on one
+# thread, float32 entmax-1.5 forward and backward, search / full sort: 0.94-
+# 1.03 at 64 x 64, 0.59-0.82 at 1024 x 64, 0.38-0.51 at 4096 x 64, 0.63 at
+# 65536 x 64, 0.61 at 65536 x 24; at k = 10, 0.76 (few candidates) to 1.13
+# (all of them).
 _SEARCH_NUMEL = 1 << 15
+
+# Above this many candidates in a slice, eager entmax-1.5 takes its threshold
+# from Newton's iteration instead of a sort (measured on 4096 x 512 float32
+# rows on one thread: a sort or top-k of about 300 candidates per row took
+# most of the map's time).
+_NEWTON_CANDIDATES = 16
 
 
 def _shifted(x, dim, alpha):
@@ -98,7 +106,7 @@ def _n_candidates(u, dim):
     caller then searches every column.
     """
     # _traced first: a traced size test would be a guard, recompiling there.
-    if _traced(u) or u.numel() < _SEARCH_NUMEL:
+    if _traced(u) or u.shape[dim] <= _NEWTON_CANDIDATES or u.numel() < _SEARCH_NUMEL:
         return None
     # At least 1: a NaN slice counts none.
     return max(int((u > -1.0).sum(dim=dim).amax()), 1)
@@ -151,13 +159,6 @@ def _entmax15_threshold(u, dim):
     ss = torch.addcmul((us * us).cumsum(dim), cs, mean, value=-1.0)
     tau = mean - ((1.0 - ss) / rho).clamp(min=0.0).sqrt()
     return torch.minimum(tau, us).amax(dim=dim, keepdim=True)
-
-
-# Above this many candidates in a slice, eager entmax-1.5 takes its threshold
-# from Newton's iteration instead of a sort (measured on 4096 x 512 float32
-# rows on one thread: a sort or top-k of about 300 candidates per row took
-# most of the map's time).
-_NEWTON_CANDIDATES = 16
 
 
 def _entmax15_newton(u, dim):
@@ -463,12 +464,19 @@ def entmax15(x, dim=-1):
     -----
     Each slice is shifted by its maximum and halved first, so ``tau`` lies
     in ``[-1, -1 / sqrt(n)]`` at any scale of the scores; the threshold comes
-    from the sort-based closed form (Peters et al., Algorithm 2), refined
-    once on its support. A slice whose two largest scores differ by at least
-    2 is exactly one-hot. Cost: one sort and a few passes over ``x``.
+    from the sort-based closed form (Peters et al., Algorithm 2). A slice
+    whose two largest scores differ by at least 2 is exactly one-hot. Cost:
+    one sort and a few passes over ``x``; eager calls on large tensors sort
+    only the entries that can be in a support (or, when a slice has many,
+    take Newton's iteration on ``tau``).
 
     The backward pass is ``dz = s * g - s * sum(s * g) / sum(s)`` with ``s =
-    sqrt(p)``.
+    sqrt(p)``, and so is the forward-mode derivative (the Jacobian is
+    symmetric). Both are differentiable again (Hessians, double backward),
+    exactly zero outside the support. ``torch.compile(fullgraph=True)``,
+    ``torch.export`` and the ``torch.func`` transforms (``grad``, ``vmap``,
+    ``jvp``, ``hessian``) apply; under them the map reads nothing on the
+    host and sorts every column.
 
     References
     ----------
@@ -527,7 +535,9 @@ def sparsemax(x, dim=-1):
     Astudillo, Algorithm 1), refined by one step of Michelot's algorithm. A
     slice whose two largest scores differ by at least 1 is exactly one-hot.
     The backward pass projects ``g`` on the support: ``dz = s * (g -
-    mean_S g)`` with ``s = 1[p > 0]``.
+    mean_S g)`` with ``s = 1[p > 0]``, as does the forward-mode derivative;
+    both are differentiable again. Works under ``torch.compile``,
+    ``torch.export`` and the ``torch.func`` transforms, as :func:`entmax15`.
 
     References
     ----------
@@ -600,7 +610,11 @@ def entmax_bisect(x, alpha=1.5, dim=-1, n_iter=None):
 
     The backward pass is ``dz = s * g - s * sum(s * g) / sum(s)`` with ``s =
     p ** (2 - alpha)`` on the support, computed up to a positive factor per
-    slice in the log domain so that it does not overflow for ``alpha > 2``.
+    slice in the log domain so that it does not overflow for ``alpha > 2``;
+    the forward-mode derivative is the same product, and both are
+    differentiable again. Works under ``torch.compile``, ``torch.export`` and
+    the ``torch.func`` transforms, as :func:`entmax15` (``alpha`` is a
+    constant of the compiled graph).
 
     References
     ----------
