@@ -140,8 +140,8 @@ def _entmax15_threshold(u, dim):
     largest is ``tau_rho = mean - sqrt((1 - ss) / rho)`` (``ss`` their
     spread), and the threshold is ``tau_rho`` at the support's size. That is
     ``max_rho min(tau_rho, us_rho)``: inside the support ``tau_rho <= tau <=
-    us_rho`` (the top ``rho`` scores sum to at most 1 at ``tau``), outside it
-    ``us_rho <= tau``. Two reductions, where the algorithm's search for the
+    us_rho`` (the top ``rho`` entries' ``(us - tau) ** 2`` sum to at most 1),
+    outside it ``us_rho <= tau``. Two reductions, where the algorithm's search for the
     support's size takes four; ``rho = 1`` gives ``tau >= -1`` exactly, so
     that the clamped entries are exact zeros.
 
@@ -156,7 +156,10 @@ def _entmax15_threshold(u, dim):
     rho = _arange_along(us.shape[dim], dim, us.dim(), us)
     cs = us.cumsum(dim)
     mean = cs / rho
+    # The spread sum (us - mean)^2 = cumsum(us^2) - cs * mean, fused.
     ss = torch.addcmul((us * us).cumsum(dim), cs, mean, value=-1.0)
+    # 1 - ss < 0 happens past the support only, where us_rho wins the
+    # minimum; clamped, so that no NaN reaches the reductions.
     tau = mean - ((1.0 - ss) / rho).clamp(min=0.0).sqrt()
     return torch.minimum(tau, us).amax(dim=dim, keepdim=True)
 
@@ -272,8 +275,10 @@ def _jacobian_product(p, g, alpha, dim):
     p = _to(p, _work_dtype(dtype))
     g = _to(g, p.dtype)
     scale = None
+    # Grad mode in a backward means create_graph (the product is to be
+    # differentiated), as may a transform's or a compiled graph's; otherwise
+    # sqrt(0) = 0 needs no guard, and costs three operations less.
     if alpha == 1.5 and not (torch.is_grad_enabled() or _traced(p)):
-        # A first derivative in eager mode: sqrt(0) = 0 needs no guard.
         s = p.sqrt()
     elif alpha == 2.0:
         s = (p > 0).to(p.dtype)
