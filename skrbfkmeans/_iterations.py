@@ -1,8 +1,10 @@
-"""Fixed-width EM, Lloyd's algorithm by EM and the certificate, over any rows.
+"""Fixed-width EM and the certificate, over any rows.
 
 Written once against the rows record (``_rows.MemoryRows``,
 ``_dask.DaskRows``): each iteration is one ``rows.stats`` pass, so the same
-code runs on arrays in memory and on dask chunks.
+code runs on arrays in memory and on dask chunks (Lloyd's algorithm on dask
+rows is EM at width 0: ``_finish``). ``ACTIVATIONS``, the engine's
+activations, are the estimators' choices.
 """
 
 import numpy as np
