@@ -16,8 +16,8 @@ gradient (the maps and the layer's forward) or from the scalar (the losses).
   ``skrbfkmeans.rbf_kmeans_loss`` with its gradients.
 - Batch sizes: ``entmax15`` against the ``entmax`` package's for 64 to
   65536 rows of k = 10 and k = 64 scores (codes in 16-D, ``sigma = 0.5``:
-  a few centres per row, and ``sigma = 2``: most of them), where the
-  per-call cost of the small batches shows.
+  about one centre per row, and ``sigma = 2``: 4-5 of 10, about 12 of
+  64), where the per-call cost of the small batches shows.
 - Layer: ``RBFKMeansLayer(k, d, activation="softmax")``, its forward
   (``layer(z)``) and its loss (``layer.loss(z)``), each with its backward
   into the codes and the centres, eager and under ``torch.compile(
