@@ -201,28 +201,6 @@ def _all_trials(state):
             yield a, b, trial
 
 
-def _boundary_search(state, inertia, budget, max_iter):
-    """Boundary moves until one gains or ``budget`` Lloyd iterations are spent.
-
-    A move redraws the boundary between two clusters: their union split
-    afresh by 2-means, or a share of one cluster's rows
-    (``BOUNDARY_SHARES``), those nearest the other cluster, moved across;
-    Lloyd runs from the two new centres (``_all_trials`` gives the order).
-    Returns the state kept (or None), its inertia, the iterations of its
-    run and all the iterations spent.
-    """
-    spent = 0
-    for a, b, trial in _all_trials(state):
-        if spent >= budget:
-            return None, inertia, 0, spent
-        it, _ = trial.run(max_iter, moved=[a, b])
-        spent += it
-        trial_inertia = trial.inertia()
-        if trial_inertia < inertia:
-            return trial, trial_inertia, it, spent
-    return None, inertia, 0, spent
-
-
 def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
@@ -293,17 +271,29 @@ def boundary_moves(rows, centers, *, budget, max_iter=300):
     """Boundary moves from a Lloyd fixed point, within ``budget`` iterations.
 
     ``centers`` must be a Lloyd fixed point of ``rows`` (the final phase's).
-    Returns the centres, their inertia, whether a move was kept, the Lloyd
-    iterations of the kept move's run and all the iterations spent. The
-    centres come back unchanged when no move lowers the inertia.
+    A move redraws the boundary between two clusters: their union split
+    afresh by 2-means, or a share of one cluster's rows
+    (``BOUNDARY_SHARES``), those nearest the other cluster, moved across;
+    Lloyd runs from the two new centres (``_all_trials`` gives the order).
+    The search stops at the first move that lowers the inertia, or once
+    ``budget`` Lloyd iterations are spent. Returns the centres, their
+    inertia, whether a move was kept, the Lloyd iterations of the kept
+    move's run and all the iterations spent. The centres come back
+    unchanged when no move lowers the inertia.
     """
     state = IncrementalLloyd(rows, centers)
     state.run(max_iter)
     inertia = state.inertia()
-    kept, inertia, it, spent = _boundary_search(state, inertia, budget, max_iter)
-    if kept is None:
-        return centers, inertia, False, 0, spent
-    return kept.centers, inertia, True, it, spent
+    spent = 0
+    for a, b, trial in _all_trials(state):
+        if spent >= budget:
+            break
+        it, _ = trial.run(max_iter, moved=[a, b])
+        spent += it
+        trial_inertia = trial.inertia()
+        if trial_inertia < inertia:
+            return trial.centers, trial_inertia, True, it, spent
+    return centers, inertia, False, 0, spent
 
 
 @validate_params(

@@ -74,7 +74,25 @@ def assignment_sums(X, sample_weight, centers, offset, *, centred, second=False)
     w = sample_weight.astype(np.float64)
     n, k = X.shape[0], centers.shape[0]
     if is_small(X, k):
-        return _small_assignment_sums(centred(), w, centers, offset, second)
+        # The polish runs hundreds of Lloyd iterations on data of a few
+        # thousand rows, where a pass costs its fixed steps: one block of
+        # distances, the sums a dense one-hot product, in buffers reused
+        # from pass to pass (fresh ones cost page faults every call).
+        Xc = centred()
+        prepared = PreparedCenters(centers, offset, centers.dtype)
+        E = matmul(Xc, prepared.minus_2t, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
+        E += prepared.sq
+        labels = np.argmin(E, axis=1)
+        rows_n = np.arange(n)
+        e_own = E[rows_n, labels]
+        onehot = pooled_empty("lloyd_onehot", (k, n), np.float64)
+        onehot.fill(0.0)
+        onehot[labels, rows_n] = w
+        N, S = onehot.sum(axis=1), matmul(onehot, Xc)
+        if not second:
+            return labels, e_own, N, S
+        # The runner-up's partial distance, for Hamerly's bounds.
+        return labels, e_own, N, S, runner_up(E, labels)[1]
     labels = np.empty(n, dtype=np.intp)
     e_own = np.empty(n, dtype=centers.dtype)
     e_second = np.empty(n, dtype=centers.dtype) if second else None
@@ -94,28 +112,3 @@ def assignment_sums(X, sample_weight, centers, offset, *, centred, second=False)
         S += Sb
     N = np.bincount(labels, weights=w, minlength=k)
     return (labels, e_own, N, S, e_second) if second else (labels, e_own, N, S)
-
-
-def _small_assignment_sums(Xc, w, centers, offset, second):
-    """``assignment_sums`` of small dense data, with few NumPy calls.
-
-    The polish runs hundreds of Lloyd iterations on data of a few thousand
-    rows, where a pass costs its fixed steps: the distances of one block,
-    the sums a dense one-hot product.
-    """
-    n, k = Xc.shape[0], centers.shape[0]
-    # Reused buffers: fresh arrays of this size cost page faults every call.
-    prepared = PreparedCenters(centers, offset, centers.dtype)
-    E = matmul(Xc, prepared.minus_2t, out=pooled_empty("lloyd_E", (n, k), Xc.dtype))
-    E += prepared.sq
-    labels = np.argmin(E, axis=1)
-    rows_n = np.arange(n)
-    e_own = E[rows_n, labels]
-    onehot = pooled_empty("lloyd_onehot", (k, n), np.float64)
-    onehot.fill(0.0)
-    onehot[labels, rows_n] = w
-    N, S = onehot.sum(axis=1), matmul(onehot, Xc)
-    if not second:
-        return labels, e_own, N, S
-    # The runner-up's partial distance, for Hamerly's bounds.
-    return labels, e_own, N, S, runner_up(E, labels)[1]
