@@ -1,10 +1,11 @@
 """The estimators' shared base: parameters, validation, working units, prediction.
 
 ``RBFKMeans`` and ``AnnealedRBFKMeans`` share KMeans's parameters and
-methods; this module validates the data and weights, brings them into the
-engine's working units (``_scaling``), sets the fitted attributes of every
-fit at once (``_set_fitted``, after its warnings), and predicts. Every
-public method runs under the thread policy of ``_engine.threads``; every fitting
+methods; this module validates the data and weights, makes the rows of a
+fit in working units (``_rows.fit_rows``, ``_dask.dask_rows``), sets the
+fitted attributes of every fit at once (``_set_fitted``, after its
+warnings), and predicts (``_rows.NewRows``, ``_dask.NewDaskRows``). Every
+public method runs under the thread policy of ``_policy``; every fitting
 method is all or nothing (``all_or_nothing``).
 """
 
