@@ -20,6 +20,7 @@ from ._checks import (
     compiling,
     width_tensor,
 )
+from ._functions import apply, attach_forms
 from ._geometry import (
     centred,
     gaps,
@@ -146,7 +147,7 @@ class _RBFKMeansLoss(torch.autograd.Function):
         _, R, zo, mo = output
         ctx.mark_non_differentiable(R, zo, mo)
         ctx.save_for_backward(z, centers, w, sigma, R, zo, mo)
-        # For the jvp (of the subclass below): dF depends on these alone.
+        # For the jvp (_loss_jvp): dF depends on these alone.
         ctx.save_for_forward(w, R, zo, mo)
         ctx.activation, ctx.mean = activation, mean
 
@@ -182,27 +183,22 @@ class _RBFKMeansLoss(torch.autograd.Function):
         return grad_z, grad_centers, None, None, None, None
 
 
-class _RBFKMeansLossWithJvp(_RBFKMeansLoss):
-    """The loss with its forward-mode derivative, for ``torch.func.jvp``.
+def _loss_jvp(ctx, z_t, centers_t, *_):
+    """``dF = <dF/dz, z_t> + <dF/dmu, mu_t>``, from the saved responsibilities."""
+    w, R, zo, mo = ctx.saved_tensors
+    grad_z, grad_centers = _danskin(zo, mo, w.to(zo.dtype), R)
+    if ctx.mean:
+        total = w.to(zo.dtype).sum()
+        grad_z, grad_centers = grad_z / total, grad_centers / total
+    tangent = torch.zeros((), dtype=zo.dtype, device=zo.device)
+    if z_t is not None:
+        tangent = tangent + (grad_z * z_t.to(zo.dtype)).sum()
+    if centers_t is not None:
+        tangent = tangent + (grad_centers * centers_t.to(zo.dtype)).sum()
+    return tangent, None, None, None
 
-    A separate class because dynamo cannot trace a Function that defines
-    ``jvp``: compiled code uses :class:`_RBFKMeansLoss`.
-    """
 
-    @staticmethod
-    def jvp(ctx, z_t, centers_t, *_):
-        # dF = <dF/dz, z_t> + <dF/dmu, mu_t>, from the saved responsibilities.
-        w, R, zo, mo = ctx.saved_tensors
-        grad_z, grad_centers = _danskin(zo, mo, w.to(zo.dtype), R)
-        if ctx.mean:
-            total = w.to(zo.dtype).sum()
-            grad_z, grad_centers = grad_z / total, grad_centers / total
-        tangent = torch.zeros((), dtype=zo.dtype, device=zo.device)
-        if z_t is not None:
-            tangent = tangent + (grad_z * z_t.to(zo.dtype)).sum()
-        if centers_t is not None:
-            tangent = tangent + (grad_centers * centers_t.to(zo.dtype)).sum()
-        return tangent, None, None, None
+attach_forms(_RBFKMeansLoss, _loss_jvp)
 
 
 def rbf_kmeans_loss(
@@ -313,8 +309,8 @@ def rbf_kmeans_loss(
     w = check_sample_weight(sample_weight, z, work_dtype(z.dtype, centers.dtype))
     if reduction == "mean" and not compiling() and not bool(w.sum() > 0):
         raise ValueError('reduction="mean" needs a positive total weight.')
-    function = _RBFKMeansLoss if compiling() else _RBFKMeansLossWithJvp
-    loss, *_ = function.apply(
+    loss, *_ = apply(
+        _RBFKMeansLoss,
         z.reshape(-1, z.shape[-1]),
         centers,
         w,

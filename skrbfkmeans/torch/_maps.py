@@ -28,6 +28,8 @@ import numbers
 
 import torch
 
+from ._functions import apply, attach_forms
+
 __all__ = ["entmax15", "sparsemax", "entmax_bisect"]
 
 
@@ -333,17 +335,7 @@ def _product(ctx, g):
     return _jacobian_product(p, g, ctx.alpha, ctx.dim)
 
 
-# Each map is a Function in three variants, chosen by _apply:
-# - the class itself (forward without ctx, setup_context, backward), which
-#   torch.compile traces: dynamo traces no custom jvp;
-# - for the torch.func transforms, a subclass with a jvp and a generated vmap
-#   rule (vmap runs the forward batched), as the transforms require;
-# - for eager calls, a twin with the ctx in its forward (and the jvp, for
-#   torch.autograd.forward_ad): Function.apply binds the signature of a
-#   forward without ctx on every call (inspect.signature). A Function
-#   doubling 64 x 10 scores took 48 us per call that way and 16 us with ctx
-#   in its forward (the multiplication alone: 8 us; one thread, loaded
-#   machine).
+# Each map is applied in the form its caller needs (see ._functions).
 
 
 class _Entmax15(torch.autograd.Function):
@@ -393,37 +385,8 @@ def _jvp(ctx, x_t, *_):
     return _product(ctx, x_t)
 
 
-def _variants(function):
-    """Return the eager twin and the ``torch.func`` subclass of ``function``."""
-
-    class Transformable(function):
-        generate_vmap_rule = True
-        jvp = staticmethod(_jvp)
-
-    class Eager(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, *args):
-            output = function.forward(*args)
-            function.setup_context(ctx, args, output)
-            return output
-
-        backward = staticmethod(function.backward)
-        jvp = staticmethod(_jvp)
-
-    return Eager, Transformable
-
-
-_VARIANTS = {f: _variants(f) for f in (_Entmax15, _Sparsemax, _EntmaxBisect)}
-
-
-def _apply(function, *args):
-    """Apply the variant of ``function`` that fits the calling context."""
-    if torch.compiler.is_compiling():
-        return function.apply(*args)
-    eager, transformable = _VARIANTS[function]
-    if torch._C._are_functorch_transforms_active():
-        return transformable.apply(*args)
-    return eager.apply(*args)
+for _function in (_Entmax15, _Sparsemax, _EntmaxBisect):
+    attach_forms(_function, _jvp)
 
 
 def _check_dim(x, dim):
@@ -502,7 +465,7 @@ def entmax15(x, dim=-1):
     tensor([ 0.3429, -0.3429,  0.0000])
     """
     _check_input(x)
-    return _apply(_Entmax15, x, _check_dim(x, dim))
+    return apply(_Entmax15, x, _check_dim(x, dim))
 
 
 def sparsemax(x, dim=-1):
@@ -559,7 +522,7 @@ def sparsemax(x, dim=-1):
             [0.0000, 0.0000, 1.0000]])
     """
     _check_input(x)
-    return _apply(_Sparsemax, x, _check_dim(x, dim))
+    return apply(_Sparsemax, x, _check_dim(x, dim))
 
 
 def entmax_bisect(x, alpha=1.5, dim=-1, n_iter=None):
@@ -650,4 +613,4 @@ def entmax_bisect(x, alpha=1.5, dim=-1, n_iter=None):
         or n_iter < 0
     ):
         raise ValueError(f"n_iter must be a non-negative integer, got {n_iter!r}.")
-    return _apply(_EntmaxBisect, x, _check_dim(x, dim), alpha, n_iter)
+    return apply(_EntmaxBisect, x, _check_dim(x, dim), alpha, n_iter)
