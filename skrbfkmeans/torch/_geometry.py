@@ -69,6 +69,8 @@ class Geometry(NamedTuple):
     c: torch.Tensor  # (): the centres' power of 2
     h: torch.Tensor  # (n, k): 2 a_i . b_j - (c / r_i) |b_j|^2
     h_max: torch.Tensor  # (n, 1): the row's largest h (its nearest centre)
+    zo: torch.Tensor  # (n, d): z_i - offset
+    mo: torch.Tensor  # (k, d): mu_j - offset
 
 
 def geometry(z, centers):
@@ -90,7 +92,7 @@ def geometry(z, centers):
         minus_rho = -c / r
     a, b = zo / r, mo / c
     h = torch.addmm(minus_rho * (b * b).sum(dim=1), a, b.T, alpha=2.0)
-    return Geometry(a, b, r, c, h, h.detach().amax(dim=1, keepdim=True))
+    return Geometry(a, b, r, c, h, h.detach().amax(dim=1, keepdim=True), zo, mo)
 
 
 def score_factor(geo, sigma):
@@ -126,8 +128,3 @@ def nearest_distance(geo):
     """
     inner = geo.r[:, 0] * (geo.a * geo.a).sum(dim=1) - geo.c * geo.h_max[:, 0]
     return (inner * geo.r[:, 0]).clamp(min=0.0)
-
-
-def centred(geo):
-    """``z - offset`` and ``mu - offset``, back from the row units."""
-    return geo.a * geo.r, geo.b * geo.c

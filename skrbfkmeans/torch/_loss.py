@@ -22,7 +22,6 @@ from ._checks import (
 )
 from ._functions import apply, attach_forms
 from ._geometry import (
-    centred,
     gaps,
     geometry,
     nearest_distance,
@@ -96,16 +95,18 @@ def responsibilities(geo, factor, activation):
     return torch.softmax(s, dim=1) if activation == "softmax" else entmax15(s, 1)
 
 
-def _danskin(zo, mo, w, R):
+def _danskin(zo, mo, w, R, weighted):
     """``dF/dz`` (n x d) and ``dF/dmu`` (k x d) for ``F = sum_i w_i F_i``.
 
     ``dF/dz_i = 2 w_i (z_i - sum_j r_ij mu_j)`` and ``dF/dmu_j = 2 (N_j mu_j
     - S_j)`` with ``N`` and ``S`` the responsibilities' weighted sums; the
     offset cancels in both. Differentiable in whatever ``R`` is.
     """
-    # Rows of weight 0 (a NaN row among them) add nothing to either gradient.
-    used = w[:, None] > 0
-    R, zo = torch.where(used, R, 0.0), torch.where(used, zo, 0.0)
+    if weighted:
+        # Rows of weight 0 (a NaN row among them) add nothing to either
+        # gradient.
+        used = w[:, None] > 0
+        R, zo = torch.where(used, R, 0.0), torch.where(used, zo, 0.0)
     wR = R * w[:, None]
     grad_z = 2.0 * w[:, None] * (zo - R @ mo)
     grad_centers = 2.0 * (wR.sum(dim=0)[:, None] * mo - wR.T @ zo)
@@ -127,29 +128,30 @@ class _RBFKMeansLoss(torch.autograd.Function):
     generate_vmap_rule = True
 
     @staticmethod
-    def forward(z, centers, w, sigma, activation, mean):
+    def forward(z, centers, w, sigma, activation, mean, weighted):
         dtype = work_dtype(z.dtype, centers.dtype)
         with without_autocast(z.device):
             geo = geometry(z.to(dtype), centers.to(dtype))
             F, R = free_energy(geo, score_factor(geo, sigma), activation)
             wd = w.to(dtype)
-            # A row of weight 0 adds nothing, even a NaN row (0 * NaN is NaN).
-            F = torch.where(wd > 0, F, 0.0)
+            if weighted:
+                # A row of weight 0 adds nothing, even a NaN row (0 * NaN is
+                # NaN).
+                F = torch.where(wd > 0, F, 0.0)
             loss = wd @ F
             if mean:
                 loss = loss / wd.sum()
-            zo, mo = centred(geo)
-        return loss, R, zo, mo
+        return loss, R, geo.zo, geo.mo
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        z, centers, w, sigma, activation, mean = inputs
+        z, centers, w, sigma, activation, mean, weighted = inputs
         _, R, zo, mo = output
         ctx.mark_non_differentiable(R, zo, mo)
         ctx.save_for_backward(z, centers, w, sigma, R, zo, mo)
         # For the jvp (_loss_jvp): dF depends on these alone.
         ctx.save_for_forward(w, R, zo, mo)
-        ctx.activation, ctx.mean = activation, mean
+        ctx.activation, ctx.mean, ctx.weighted = activation, mean, weighted
 
     @staticmethod
     def _unit_gradients(ctx, z, centers, w, sigma, R, zo, mo):
@@ -159,8 +161,8 @@ class _RBFKMeansLoss(torch.autograd.Function):
             # Differentiated again: R as a function of the inputs.
             geo = geometry(z.to(dtype), centers.to(dtype))
             R = responsibilities(geo, score_factor(geo, sigma), ctx.activation)
-            zo, mo = centred(geo)
-        grad_z, grad_centers = _danskin(zo, mo, wd, R)
+            zo, mo = geo.zo, geo.mo
+        grad_z, grad_centers = _danskin(zo, mo, wd, R, ctx.weighted)
         if ctx.mean:
             total = wd.sum()
             grad_z, grad_centers = grad_z / total, grad_centers / total
@@ -180,13 +182,13 @@ class _RBFKMeansLoss(torch.autograd.Function):
                 if ctx.needs_input_grad[1]
                 else None
             )
-        return grad_z, grad_centers, None, None, None, None
+        return grad_z, grad_centers, None, None, None, None, None
 
 
 def _loss_jvp(ctx, z_t, centers_t, *_):
     """``dF = <dF/dz, z_t> + <dF/dmu, mu_t>``, from the saved responsibilities."""
     w, R, zo, mo = ctx.saved_tensors
-    grad_z, grad_centers = _danskin(zo, mo, w.to(zo.dtype), R)
+    grad_z, grad_centers = _danskin(zo, mo, w.to(zo.dtype), R, ctx.weighted)
     if ctx.mean:
         total = w.to(zo.dtype).sum()
         grad_z, grad_centers = grad_z / total, grad_centers / total
@@ -317,5 +319,6 @@ def rbf_kmeans_loss(
         sigma,
         activation,
         reduction == "mean",
+        sample_weight is not None,
     )
     return loss
