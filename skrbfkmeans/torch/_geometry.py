@@ -96,18 +96,20 @@ def geometry(z, centers):
 
 
 def score_factor(geo, sigma):
-    """``f_i = r_i c / T = (r_i / (2 sigma)) (c / sigma)`` (n x 1), clamped.
+    """``f_i = r_i c / T = r_i (c / sigma) (0.5 / sigma)`` (n x 1), clamped.
 
     ``sigma`` is a 0-d tensor of any floating dtype (the layer's buffer).
-    Written with ``c / sigma`` and ``r_i / sigma`` so that neither ``T`` nor
+    Written with ``c / sigma`` and ``0.5 / sigma`` so that neither ``T`` nor
     ``1 / T`` need be representable; clamped to the dtype's normal range, so
     a width of 0 gives the largest factor (the hard limit) and a width too
-    large gives the smallest (uniform responsibilities).
+    large gives the smallest (uniform responsibilities). (Where ``c / T``
+    itself leaves the range, ``f_i`` lies beyond the clamp for every row
+    whose distances are finite.)
     """
     finfo = torch.finfo(geo.a.dtype)
-    sigma = sigma.to(device=geo.a.device, dtype=geo.a.dtype).abs()
-    factor = (geo.r * (0.5 / sigma)) * (geo.c / sigma)
-    return factor.clamp(min=finfo.tiny, max=finfo.max)
+    sigma = sigma.to(device=geo.a.device, dtype=geo.a.dtype)
+    q = (geo.c / sigma) * (0.5 / sigma)
+    return (geo.r * q).clamp(min=finfo.tiny, max=finfo.max)
 
 
 def scores(geo, factor):
