@@ -20,7 +20,7 @@ from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
-from skrbfkmeans.torch import _maps, entmax15, entmax_bisect, sparsemax  # noqa: E402
+from skrbfkmeans.torch import _thresholds, entmax15, entmax_bisect, sparsemax  # noqa: E402
 
 # name -> (torch map, NumPy map, alpha)
 MAPS = {
@@ -55,7 +55,7 @@ def eager_path(request, monkeypatch):
     _NEWTON_CANDIDATES, the candidate columns searched (a count read on the
     host, then a top-k or Newton's iteration)."""
     numel = 0 if request.param == "search" else math.inf
-    monkeypatch.setattr(_maps, "_SEARCH_NUMEL", numel)
+    monkeypatch.setattr(_thresholds, "_SEARCH_NUMEL", numel)
     return request.param
 
 
@@ -107,7 +107,7 @@ def test_entmax15_dense_slices_match_numpy(scale, eager_path, global_random_seed
     # of dense and one-hot slices, and that their backward is the NumPy
     # Jacobian-vector product.
     rng = np.random.default_rng(global_random_seed)
-    k = 4 * _maps._NEWTON_CANDIDATES
+    k = 4 * _thresholds._NEWTON_CANDIDATES
     Z = np.concatenate(
         [
             rng.uniform(-0.5, 0, (6, k)),  # every entry a candidate

@@ -20,7 +20,7 @@ from _torch_common import one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
-from skrbfkmeans.torch import _maps, entmax15, entmax_bisect, sparsemax  # noqa: E402
+from skrbfkmeans.torch import _maps, _thresholds, entmax15, entmax_bisect, sparsemax  # noqa: E402
 
 # name -> (torch map, NumPy map, alpha)
 MAPS = {
@@ -44,8 +44,8 @@ def always_search(monkeypatch):
     on the host, whatever the tensor's size: a transform that reached that
     read would fail (vmap) or break the graph (compile), instead of passing
     on a small tensor's full sort."""
-    monkeypatch.setattr(_maps, "_SEARCH_NUMEL", 0)
-    monkeypatch.setattr(_maps, "_NEWTON_CANDIDATES", 2)
+    monkeypatch.setattr(_thresholds, "_SEARCH_NUMEL", 0)
+    monkeypatch.setattr(_thresholds, "_NEWTON_CANDIDATES", 2)
 
 
 def _sparse_scores(rng, m, k, alpha):
