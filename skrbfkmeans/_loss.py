@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import Interval, StrOptions, validate_param
 from ._engine.blocks import ACTIVATIONS
 from ._engine.passes import free_energy, gradients, squared_norms
 from ._policy import one_blas_thread
-from ._rows import working_rows
+from ._rows import _FAR, working_rows, working_units
 from ._scaling import Units, centred_magnitude, check_representable, safe_scale, scaled
 from ._validation import check_data_centers
 
@@ -18,15 +18,23 @@ def centre_units(X, sample_weight, centers):
     """Rows, offset and centres in working units taken from the centres alone.
 
     Returns ``(rows, offset, centers, units)`` as ``_rows.working_units``
-    does, but the centring point (the centres' mean; zero for sparse rows,
-    which centring would make dense) and the power-of-4 scale come from the
-    centres only, never from the rows: a row's loss term and gradient then
-    depend on that row and the centres, not on the other rows of the batch.
-    Raises a ``ValueError`` when the distortion cannot be represented.
+    does, but for dense rows the centring point (the centres' mean, a shift
+    of the rows when it lies far from them, as ``working_units`` decides for
+    the data) and the power-of-4 scale come from the centres only, never
+    from the rows: a row's loss term and gradient then depend on that row
+    and the centres, not on the other rows of the batch. Sparse rows keep
+    the engine's offset (``working_units``), which centres only the columns
+    the data fill, and so does depend on the batch. Raises a
+    ``ValueError`` when the distortion cannot be represented.
     """
-    offset = centers.mean(axis=0)
     if sp.issparse(X):
-        offset = np.zeros_like(offset)
+        return working_units(X, sample_weight, centers)
+    # Centres near the dtype's limits give an infinite mean, which the
+    # representability check reports; tiny centres a mean at working
+    # precision.
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        offset = centers.mean(axis=0)
+        far = float(offset @ offset) > _FAR * float(centers.var(axis=0).sum())
     magnitude = centred_magnitude(centers, offset)
     if not magnitude > 0:
         # Coincident centres: their own magnitude sets the scale.
@@ -37,7 +45,9 @@ def centre_units(X, sample_weight, centers):
         max(magnitude, centred_magnitude(X, offset)),
         float(sample_weight.sum()),
     )
-    units = Units(safe_scale(magnitude, X.dtype))
+    units = Units(safe_scale(magnitude, X.dtype), offset if far else None)
+    if far:
+        offset = np.zeros_like(offset)
     rows = working_rows(units, X)
     centers = units.to_working_points(centers)
     return rows, scaled(offset, units.scale), centers, units
@@ -120,6 +130,12 @@ def rbf_kmeans_loss(
     ``1 / (2 N_j)`` lands exactly on the EM (M-step) update ``S_j / N_j``;
     with hard responsibilities this is Lloyd's update.
 
+    For dense ``X`` the distances are computed about a point and in units
+    taken from the centres alone, so a row's term and gradient depend on
+    that row and the centres, not on the other rows passed with it (a row
+    far from the others changes no other row's gradient). Sparse ``X`` is
+    centred on the columns the data fill, a choice made from the batch.
+
     Examples
     --------
     >>> import numpy as np
@@ -145,7 +161,8 @@ def rbf_kmeans_loss(
     # In working units: the loss scales with the square of lengths, the
     # gradients with lengths (the scale is a power of 4: exact).
     X, offset, centers, units = centre_units(X, sample_weight, centers)
-    args = (X, sample_weight, centers, units.to_working_length(sigma), activation, offset)
+    sigma = units.to_working_length(sigma)
+    args = (X, sample_weight, centers, sigma, activation, offset)
     x_sq = squared_norms(X, offset)
     res = gradients(*args, x_sq) if return_gradient else free_energy(*args, x_sq)
     loss = float(units.to_user_energy(res.objective))
