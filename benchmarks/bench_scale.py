@@ -174,7 +174,8 @@ class DaskRun:
         self.centers = init
 
     def step(self):
-        N, S, _ = self.rows.stats(self.centers, SIGMA, "softmax")
+        res = self.rows.stats(self.centers, SIGMA, "softmax")
+        N, S = res.N, res.S
         self.centers = m_step(N, S, self.centers, self.rows.offset)
 
 

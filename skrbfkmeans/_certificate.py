@@ -564,7 +564,7 @@ def margin_checks(rows, centers):
     weights = shift = None
     last = rows.last_pass(centers, 0.0, "entmax15")
     if last is not None:
-        weights = weight_bounds(last[0], rows.dtype)
+        weights = weight_bounds(last.N, rows.dtype)
         shift = shift_bound(centers, rows.n_samples)
     margin, parts = rows.reduce(
         _margin_checks_block, centers, rows.offset, weights, shift,

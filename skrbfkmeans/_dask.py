@@ -23,6 +23,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from ._engine.passes import (
+    PassResult,
     free_energy,
     labels_inertia,
     responsibilities,
@@ -515,7 +516,7 @@ class DaskRows:
         return np.ascontiguousarray(Xs), counts
 
     def stats(self, centers, sigma, activation):
-        """``(N, S, inertia)`` of one pass: one tree reduction, one compute.
+        """Return the ``PassResult`` (``N``, ``S``, inertia) of one reduction.
 
         The last pass is kept: asked again at the same centres, width and
         activation (the certificate's Lloyd step after Lloyd converged
@@ -524,7 +525,10 @@ class DaskRows:
         last = self.last_pass(centers, sigma, activation)
         if last is not None:
             return last
-        result = self.reduce(_pass_block, centers, sigma, activation, self.offset)
+        N, S, inertia = self.reduce(
+            _pass_block, centers, sigma, activation, self.offset
+        )
+        result = PassResult(N, S, inertia, 0.0, None, None)
         self._cache["stats"] = (np.array(centers), (sigma, activation), result)
         return result
 
@@ -535,7 +539,7 @@ class DaskRows:
     def last_pass(self, centers, sigma, activation):
         """Return the last ``stats`` pass if it was at these centres and width.
 
-        ``(N, S, inertia)`` when the last pass was at ``centers``, ``sigma``
+        Its ``PassResult`` when the last pass was at ``centers``, ``sigma``
         and ``activation``, else None.
         """
         last = self._cache.get("stats")

@@ -34,8 +34,9 @@ def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verb
     converged = False
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
-        N, S, inertia = rows.stats(centers, sigma, activation)
-        new = m_step(N, S, centers, rows.offset)
+        res = rows.stats(centers, sigma, activation)
+        inertia = res.inertia
+        new = m_step(res.N, res.S, centers, rows.offset)
         shift = float(((new - centers) ** 2).sum())
         centers = new
         if verbose:
@@ -89,8 +90,8 @@ def certify(rows, centers, sigma_max):
     sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
     # The margins make entmax-1.5 at ``sigma`` one-hot: its step is Lloyd's
     # (the pass a converged Lloyd run has just made at these centres).
-    N, S, _ = rows.stats(centers, 0.0, "entmax15")
-    new = m_step(N, S, centers, rows.offset)
+    res = rows.stats(centers, 0.0, "entmax15")
+    new = m_step(res.N, res.S, centers, rows.offset)
     offset = rows.offset
     # Rounding relative to the data's own magnitude (never an absolute 1:
     # tiny data would pass any test).

@@ -9,8 +9,9 @@ Its class keeps only what depends on where the data lives, the passes (each
 visits every row block once) and the sampling:
 
 ``stats(centers, sigma, activation)``
-    ``(N, S, inertia)``: the sufficient statistics at width ``sigma`` (``S``
-    in coordinates centred on ``offset``) and the hard inertia.
+    A ``PassResult`` with ``N``, ``S`` (the sufficient statistics at width
+    ``sigma``, ``S`` in coordinates centred on ``offset``) and the hard
+    inertia; in memory the engine's ``statistics`` bound to the arrays.
 ``final(centers, sigma, activation)``
     ``(label counts, inertia, objective)`` of the final centres.
 ``labels(centers)``, ``labels_inertia(centers)``
@@ -28,6 +29,7 @@ predicts on.
 """
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import ClassVar, NamedTuple
 
 import numpy as np
@@ -82,6 +84,12 @@ class MemoryRows:
     def __post_init__(self):
         if self.x_sq is None:
             object.__setattr__(self, "x_sq", squared_norms(self.X, self.offset))
+        # The statistics pass of these rows, ``stats(centers, sigma,
+        # activation, *, prior=None, inertia=True)``: the engine's, bound to
+        # their arrays (a ``PassResult``: ``N``, ``S`` centred on ``offset``,
+        # the hard inertia).
+        stats = partial(statistics, self.X, self.w, offset=self.offset, x_sq=self.x_sq)
+        object.__setattr__(self, "stats", stats)
 
     def centred(self):
         """``X - offset`` as one dense array, made once (for small data)."""
@@ -89,13 +97,6 @@ class MemoryRows:
             centred = np.asarray(self.X - self.offset, dtype=self.X.dtype)
             self._cache["centred"] = centred
         return self._cache["centred"]
-
-    def stats(self, centers, sigma, activation):
-        """``(N, S, inertia)`` of one pass at width ``sigma``."""
-        res = statistics(
-            self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
-        )
-        return res.N, res.S, res.inertia
 
     def labels(self, centers):
         """Nearest centre of every row (int32)."""
@@ -105,7 +106,7 @@ class MemoryRows:
         return labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
 
     def labels_inertia(self, centers):
-        """``(label counts, inertia)`` of the centres."""
+        """``(label counts, inertia)`` of the centres (one pass)."""
         labels, inertia = labels_inertia(
             self.X, self.w, centers, self.offset, self.x_sq
         )
@@ -113,8 +114,12 @@ class MemoryRows:
         return np.bincount(labels, minlength=centers.shape[0]), inertia
 
     def final(self, centers, sigma, activation):
-        """``(label counts, inertia, objective)`` of the centres."""
-        counts, inertia = self.labels_inertia(centers)
+        """``(label counts, inertia, objective)`` of the centres (two passes)."""
+        labels, inertia = labels_inertia(
+            self.X, self.w, centers, self.offset, self.x_sq
+        )
+        self._cache["labels"] = (centers, labels)
+        counts = np.bincount(labels, minlength=centers.shape[0])
         objective = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         ).objective

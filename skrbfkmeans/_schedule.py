@@ -23,7 +23,6 @@ from ._engine.passes import (
     free_energy_moments,
     labels_margins,
     m_step,
-    statistics,
 )
 from ._iterations import em_fixed_sigma, stage_tolerance
 
@@ -245,10 +244,9 @@ class Schedule:
         last_step = None
         for i in range(1, max_iter + 1):
             prior = groups.mass / W if self.act == "softmax" else None
-            res = statistics(
-                rows.X, rows.w, groups.centers, self.sigma, self.act,
-                rows.offset, rows.x_sq, prior=prior, inertia=False,
-            )  # fmt: skip
+            res = rows.stats(
+                groups.centers, self.sigma, self.act, prior=prior, inertia=False
+            )
             new = m_step(res.N, res.S, groups.centers, rows.offset)
             step = new - groups.centers
             move = float(np.sqrt((step**2).sum(axis=1).max()))
