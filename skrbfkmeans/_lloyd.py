@@ -270,6 +270,27 @@ class IncrementalLloyd:
         d = np.maximum(self.rows.x_sq + self.e_own, 0.0)
         return float(matmul(self.rows.w, d))
 
+    def inertia_rounding(self):
+        """Return a bound on the rounding error of :meth:`inertia`.
+
+        Each squared distance ``|x|^2 + (|mu|^2 - 2 x . mu)`` (centred) is
+        computed in the rows' dtype with a product of ``d`` terms: its
+        error is at most about ``(d + 2) eps (|x|^2 + |mu|^2)``
+        (``2 |x . mu| <= |x|^2 + |mu|^2``), weighted and summed. A move
+        whose gain is below it cannot be told from rounding.
+        """
+        rows = self.rows
+        mo = self.centers.astype(np.float64) - rows.offset
+        mu_sq = np.einsum("ij,ij->i", mo, mo)[self.labels]
+        eps = float(np.finfo(self.e_own.dtype).eps)
+        n_features = rows.X.shape[1]
+        return (n_features + 2) * eps * float(rows.w @ (rows.x_sq + mu_sq))
+
+    def lower_than(self, other):
+        """Whether this state's inertia is below ``other``'s beyond rounding."""
+        margin = self.inertia_rounding() + other.inertia_rounding()
+        return self.inertia() < other.inertia() - margin
+
 
 class _Bounds:
     """Hamerly's bounds: which rows' nearest centre can have changed.

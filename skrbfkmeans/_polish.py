@@ -254,8 +254,11 @@ def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
             trial.centers[c], trial.centers[j] = children[c].astype(centers.dtype)
             it, _ = trial.run(max_iter, moved=[j, c])
             n_iter += it
-            trial_inertia = trial.inertia()
-            if trial_inertia < inertia:
+            # Kept only when the gain is above the inertias' rounding: a
+            # gain within it can be noise, and a search that keeps noise
+            # need never end (float32 duplicates: a move and its inverse
+            # both "lower").
+            if trial.lower_than(state):
                 state, n_iter_last = trial, it
                 moves.append((j, c))
                 if single_moves:
@@ -290,9 +293,8 @@ def boundary_moves(rows, centers, *, budget, max_iter=300):
             break
         it, _ = trial.run(max_iter, moved=[a, b])
         spent += it
-        trial_inertia = trial.inertia()
-        if trial_inertia < inertia:
-            return trial.centers, trial_inertia, True, it, spent
+        if trial.lower_than(state):  # beyond rounding, as in polish
+            return trial.centers, trial.inertia(), True, it, spent
     return centers, inertia, False, 0, spent
 
 

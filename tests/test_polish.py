@@ -8,6 +8,7 @@ from _rbf_oracle import distortion, lloyd_step
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris, make_blobs
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
@@ -189,3 +190,50 @@ def test_annealed_fit_ends_where_neither_search_gains(k):
     assert n_moves == 0
     assert inertia == pytest.approx(fitted.inertia_, rel=1e-12)
     assert kmeans_hartigan(X, fitted.cluster_centers_)[3] == 0
+
+
+def _rounding_case():
+    """Float32 rows that repeat three points, with weights 0 to 2.
+
+    The partition's inertia is rounding noise (every cluster's rows nearly
+    coincide): a search that keeps moves by a gain within rounding found a
+    "lower" move and its inverse, and the annealed fit never ended.
+    """
+    rng = np.random.RandomState(24668)
+    X = np.repeat(rng.randn(3, 3), 4, axis=0).astype(np.float32)
+    w = rng.randint(0, 3, 12).astype(np.float32)
+    return X, w
+
+
+def test_a_gain_within_rounding_is_no_move():
+    # Check that lower_than tells a real gain from rounding: a state is not
+    # lower than itself nor than a copy whose partial distances moved by
+    # less than the bound, and a state whose inertia is lower by more than
+    # the bound is lower (the explicit inertias as the reference).
+    from skrbfkmeans._lloyd import IncrementalLloyd
+    from skrbfkmeans._rows import fit_rows
+
+    X, _ = make_blobs(200, centers=4, random_state=0)
+    rows, start = fit_rows(X, np.ones(X.shape[0]), X[[0, 60, 120, 180]])
+    good = IncrementalLloyd(rows, start)
+    good.run(300)
+    bad = IncrementalLloyd(rows, rows.units.to_working_points(X[[0, 1, 2, 3]]))
+    assert not good.lower_than(good)
+    noisy = good.copy()
+    noisy.e_own = noisy.e_own - 0.4 * good.inertia_rounding() / X.shape[0]
+    assert not noisy.lower_than(good)
+    user = rows.units.to_user_points
+    assert distortion(X, user(good.centers)) < distortion(X, user(bad.centers))
+    assert good.lower_than(bad) and not bad.lower_than(good)
+
+
+def test_searches_end_where_the_inertia_is_rounding():
+    # Check that the annealed fit and kmeans_polish end on rows whose
+    # inertia is rounding noise, at the inertia of KMeans(n_init=10).
+    X, w = _rounding_case()
+    with pytest.warns(ConvergenceWarning):
+        est = AnnealedRBFKMeans(4).fit(X, sample_weight=w)
+    km = KMeans(3, n_init=10, random_state=0).fit(X, sample_weight=w)
+    assert est.inertia_ <= km.inertia_ + 1e-4
+    centers, _, inertia, _ = kmeans_polish(X, X[:4], sample_weight=w)
+    assert inertia <= km.inertia_ + 1e-4
