@@ -237,3 +237,18 @@ def test_searches_end_where_the_inertia_is_rounding():
     assert est.inertia_ <= km.inertia_ + 1e-4
     centers, _, inertia, _ = kmeans_polish(X, X[:4], sample_weight=w)
     assert inertia <= km.inertia_ + 1e-4
+
+
+def test_searches_end_next_to_a_far_outlier():
+    # Check that with one row at 1e17 next to three blobs (where the
+    # inertia's rounding exceeds the blobs' whole distortion) the annealed
+    # fit ends (it ran for ever), with the outlier alone in its cluster.
+    # The blobs are not resolved: at that offset their distances round away
+    # in the engine's expansion, which the fit says with its warning.
+    Z, _ = make_blobs(
+        300, centers=[[0, 0], [10, 0], [0, 10]], cluster_std=1.0, random_state=0
+    )
+    with pytest.warns(ConvergenceWarning, match="distinct clusters"):
+        est = AnnealedRBFKMeans(4).fit(np.vstack([Z, [[1e17, 0.0]]]))
+    assert np.sum(est.labels_ == est.labels_[-1]) == 1
+    assert not est.certified_
