@@ -103,7 +103,7 @@ def check_codes(z, centers):
         )
 
 
-def check_sample_weight(sample_weight, z, dtype):
+def check_row_weights(sample_weight, z, dtype):
     """Return the weights of the rows of ``z`` (..., d), flattened, as ``dtype``.
 
     Ones if None. Values (finite, non-negative) are checked on the host

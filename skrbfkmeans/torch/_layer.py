@@ -6,7 +6,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import check_activation, check_codes, check_sample_weight, check_sigma
+from ._checks import check_activation, check_codes, check_row_weights, check_sigma
 from ._geometry import geometry, score_factor, work_dtype
 from ._loss import rbf_kmeans_loss, responsibilities, without_autocast
 
@@ -279,7 +279,7 @@ class RBFKMeansLayer(nn.Module):
         from sklearn.cluster import kmeans_plusplus
 
         check_codes(z, self.centers)
-        w = check_sample_weight(sample_weight, z, torch.float64).cpu().numpy()
+        w = check_row_weights(sample_weight, z, torch.float64).cpu().numpy()
         X = z.detach().reshape(-1, z.shape[-1]).to("cpu", torch.float64).numpy()
         centers, _ = kmeans_plusplus(
             X, self.n_clusters, sample_weight=w, random_state=random_state
@@ -327,7 +327,7 @@ class RBFKMeansLayer(nn.Module):
         check_codes(z, self.centers)
         flat = z.reshape(-1, z.shape[-1])
         dtype = work_dtype(z.dtype, self.centers.dtype)
-        w = check_sample_weight(sample_weight, z, dtype)
+        w = check_row_weights(sample_weight, z, dtype)
         w = torch.where(torch.isfinite(flat).all(dim=1), w, 0.0)
         flat = torch.where(w[:, None] > 0, flat.to(dtype), 0.0)
         mass = w @ self(flat).to(dtype)

@@ -16,7 +16,7 @@ from ._checks import (
     REDUCTIONS,
     check_activation,
     check_codes,
-    check_sample_weight,
+    check_row_weights,
     compiling,
     width_tensor,
 )
@@ -311,7 +311,7 @@ def rbf_kmeans_loss(
     check_activation(activation)
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
-    w = check_sample_weight(sample_weight, z, work_dtype(z.dtype, centers.dtype))
+    w = check_row_weights(sample_weight, z, work_dtype(z.dtype, centers.dtype))
     if reduction == "mean" and not compiling() and not bool(w.sum() > 0):
         raise ValueError('reduction="mean" needs a positive total weight.')
     loss, *_ = apply(

@@ -6,7 +6,7 @@ import numbers
 import torch
 
 from .._schedule import critical_factor
-from ._checks import check_activation, check_codes, check_sample_weight, check_sigma
+from ._checks import check_activation, check_codes, check_row_weights, check_sigma
 from ._layer import RBFKMeansLayer, margins
 
 
@@ -216,7 +216,7 @@ class AnnealingSchedule:
         """
         if self.layer is not None:
             check_codes(z, self.layer.centers)
-        w = check_sample_weight(sample_weight, z, torch.float64)
+        w = check_row_weights(sample_weight, z, torch.float64)
         T_c = first_critical_temperature(z, w, self.activation)
         if not T_c > 0:
             raise ValueError(
@@ -289,7 +289,7 @@ def _smallest_margin(z, centers, sample_weight):
     check_codes(z, centers)
     margin = margins(z.reshape(-1, z.shape[-1]), centers)
     if sample_weight is not None:
-        w = check_sample_weight(sample_weight, z, margin.dtype)
+        w = check_row_weights(sample_weight, z, margin.dtype)
         margin = margin[w > 0]
     if margin.numel() == 0:
         return math.inf
