@@ -35,11 +35,12 @@ def check_sigma(sigma):
     return sigma
 
 
-def width_tensor(sigma, device):
+def width_tensor(sigma, device, dtype):
     """Return the width as a 0-d tensor, checked on the host unless compiling.
 
     A tensor stays a tensor (no read on the host while compiling: a new
-    value then needs no new graph); a number becomes a float64 tensor.
+    value then needs no new graph); a number becomes a tensor of ``dtype``
+    (the working dtype: a device without float64 needs none) on ``device``.
     """
     if isinstance(sigma, torch.Tensor):
         if sigma.numel() != 1:
@@ -53,8 +54,8 @@ def width_tensor(sigma, device):
     if compiling():
         # A number is a constant of the graph (a new value recompiles): no
         # check on the host, which the tracer cannot follow.
-        return torch.tensor(sigma, dtype=torch.float64, device=device)
-    return torch.tensor(check_sigma(sigma), dtype=torch.float64, device=device)
+        return torch.tensor(sigma, dtype=dtype, device=device)
+    return torch.tensor(check_sigma(sigma), dtype=dtype, device=device)
 
 
 def check_activation(activation):

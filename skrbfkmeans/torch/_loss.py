@@ -307,11 +307,12 @@ def rbf_kmeans_loss(
             [ 0.,  0.]])
     """
     check_codes(z, centers)
-    sigma = width_tensor(sigma, z.device)
+    dtype = work_dtype(z.dtype, centers.dtype)
+    sigma = width_tensor(sigma, z.device, dtype)
     check_activation(activation)
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}.")
-    w = check_row_weights(sample_weight, z, work_dtype(z.dtype, centers.dtype))
+    w = check_row_weights(sample_weight, z, dtype)
     if reduction == "mean" and not compiling() and not bool(w.sum() > 0):
         raise ValueError('reduction="mean" needs a positive total weight.')
     loss, *_ = apply(
