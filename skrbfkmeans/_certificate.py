@@ -540,13 +540,31 @@ def explicit_fixed_point(X, sample_weight, centers, guess=None):
     return margin, fixed, stable
 
 
+def returned_centers(units, centers):
+    """Return the centres as a fit returns them, back in working ``units``.
+
+    A fit returns ``units.to_user_points(centers)`` and predicts with those
+    centres brought back into working units, in their dtype (as
+    ``predict_proba`` does). Far from the origin, or for data scaled by
+    ``units``, the trip rounds them (to the spacing of the user's numbers
+    near the offset: 0.125 at 1e15). Returns None when it leaves them
+    exactly as they are (always in the user's own units).
+    """
+    returned = units.to_working_points(units.to_user_points(centers))
+    return None if np.array_equal(returned, centers) else returned
+
+
 def margin_checks(rows, centers):
     """Return the engine's smallest margin and the explicit check of ``rows``.
 
     Returns ``(margin, explicit)``: the smallest margin ``d_(2) - d_(1)``
     of the engine's distances over the rows of positive weight, and
     ``explicit_fixed_point``'s ``(margin, fixed, stable)``, or None where
-    the engine's margin already refuses. Rows in memory take two passes;
+    the engine's margin already refuses. Where the units of rows in memory
+    round the centres the user gets (``returned_centers``), both margins
+    are the smaller of those of ``centers`` and of the returned centres
+    (one more pass each), and a nearest centre that the rounding changes
+    refuses (margin 0). Rows in memory take two passes;
     dask rows one (``_margin_checks_block``, which reads every chunk once
     for both), with the single-move condition in the same pass when the
     last pass was a Lloyd pass at these centres (its weights bound the
@@ -556,11 +574,24 @@ def margin_checks(rows, centers):
     if rows.in_memory:
         labels, margins, _ = labels_margins(rows.X, centers, rows.offset)
         # Rows of weight 0 do not enter the fixed point: they cannot break it.
-        margin = float(margins[rows.w > 0].min())
+        positive = rows.w > 0
+        margin = float(margins[positive].min())
         if not margin > 0 or not np.isfinite(margin):
             return margin, None
         # The engine's labels only order the explicit check's work.
-        return margin, explicit_fixed_point(rows.X, rows.w, centers, labels)
+        explicit = explicit_fixed_point(rows.X, rows.w, centers, labels)
+        returned = returned_centers(rows.units, centers)
+        if returned is None:
+            return margin, explicit
+        # The width must make the centres the user gets one-hot too: their
+        # margins as predict_proba computes them (the engine's) and as they
+        # are (explicit). A label they change refuses the certificate.
+        moved, margins, _ = labels_margins(rows.X, returned, rows.offset)
+        if np.any(moved[positive] != labels[positive]):
+            return 0.0, None
+        margin = min(margin, float(margins[positive].min()))
+        part = check_block(rows.X, rows.w, returned, guess=labels)
+        return margin, (min(explicit[0], part.margin), *explicit[1:])
     weights = shift = None
     last = rows.last_pass(centers, 0.0, "entmax15")
     if last is not None:

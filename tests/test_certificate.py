@@ -9,12 +9,14 @@ engine's margins falsified by a patch.
 """
 
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sklearn.datasets import make_blobs
 
 import skrbfkmeans._certificate as certificate_module
 from skrbfkmeans import AnnealedRBFKMeans
@@ -194,3 +196,65 @@ def test_reported_tiny_scale_is_not_certified_wrongly():
     assert km.certified_ == ref.certified_ is True
     assert _oracle(X * 1e-155, np.ones(200), km.cluster_centers_, km.sigma_)
     assert np.unique(km.labels_).size == 3
+
+
+def _exact_margins(X, centers):
+    """Each row's ``d_(2) - d_(1)`` to ``centers``, exactly (``Fraction``).
+
+    The rows and centres as the user holds them (every float is a
+    fraction), no rounding anywhere: the oracle of the width the user may
+    trust.
+    """
+    C = [[Fraction(float(v)) for v in c] for c in centers]
+    margins = []
+    for x in X:
+        x = [Fraction(float(v)) for v in x]
+        d = sorted(sum((a - b) ** 2 for a, b in zip(x, c)) for c in C)
+        margins.append(d[1] - d[0])
+    return margins
+
+
+def _assert_one_hot_at_sigma(km, X):
+    # predict_proba as the user calls it, and the exact margins of the
+    # returned centres: entmax-1.5 is one-hot when d_(2) - d_(1) >= 4 sigma^2.
+    P = km.predict_proba(X)
+    assert np.all((P == 0) | (P == 1)), P[(P > 0) & (P < 1)]
+    four_sigma_sq = 4 * Fraction(km.sigma_) ** 2
+    assert min(_exact_margins(X, km.cluster_centers_)) >= four_sigma_sq
+
+
+def test_reported_far_blobs_certified_width_is_one_hot():
+    # Check the reported case: 40 blobs at an offset of 1e15 were certified
+    # with sigma_ = 0.211 while row 21 had responsibilities [0.068, 0.932,
+    # 0]: the returned centres, rounded to the spacing 0.125 of numbers
+    # near 1e15, have a smallest exact margin of 0.125 < 4 sigma_^2 = 0.178.
+    X = make_blobs(40, centers=3, random_state=65)[0] + 1e15
+    km = _fit(X, n_clusters=3, activation="entmax15")
+    assert km.certified_
+    _assert_one_hot_at_sigma(km, X)
+    assert 4 * km.sigma_**2 <= 0.125
+
+
+@pytest.mark.parametrize(
+    "dtype, offset",
+    [(np.float64, 1e13), (np.float64, 1e15), (np.float32, 1e4), (np.float32, 1e5)],
+    ids=["float64-1e13", "float64-1e15", "float32-1e4", "float32-1e5"],
+)
+def test_certified_width_is_one_hot_for_returned_centres(dtype, offset):
+    # Check that every certified fit of blobs far from the origin is one-hot
+    # at sigma_ for the centres it returns, by predict_proba and by exact
+    # arithmetic, from k-means++ starts (whose certified width is the
+    # margins' own bound, with no room for the rounding of the centres:
+    # 8 to 18 of these 30 fits per setting were not one-hot).
+    certified = 0
+    for seed in range(30):
+        X = (make_blobs(40, centers=3, random_state=seed)[0] + offset).astype(dtype)
+        km = _fit(
+            X, n_clusters=3, activation="entmax15", init="k-means++",
+            random_state=seed,
+        )  # fmt: skip
+        if km.certified_:
+            certified += 1
+            _assert_one_hot_at_sigma(km, X)
+    # Separated blobs: the fits are certified, not refused.
+    assert certified >= 25
