@@ -73,7 +73,9 @@ class Settings(NamedTuple):
     ``start_activation`` and ``final_activation`` are the requested
     activation resolved (``start_and_final_activations``); ``tol`` the
     schedule's (a stage's move tolerance is ``30 tol sqrt(T)``);
-    ``mass_unit`` the weight of one sample for the split and drop rules.
+    ``mass_unit`` the weight of one sample for the split and drop rules;
+    ``rows_note`` what the ``verbose`` lines say of the rows they describe
+    (``" (sample of 10000 rows)"`` when the runs use a sample, else empty).
     """
 
     cooling: float
@@ -84,6 +86,12 @@ class Settings(NamedTuple):
     mass_unit: float
     polish: bool = True
     verbose: int = 0
+    rows_note: str = ""
+
+
+def counted(n, noun):
+    """Return ``n`` with ``noun``, plural unless ``n`` is 1: ``"1 iteration"``."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 class AnnealResult(NamedTuple):
@@ -256,6 +264,23 @@ def count_lifetimes(sigmas, counts, n_max=None, open_end=False):
     return lifetimes
 
 
+def lifetime_rounding(sigmas, counts, n_max):
+    """Bound on the rounding error of each count's lifetime (``count_lifetimes``).
+
+    A step ``log(sigmas[s] / sigmas[s + 1])`` carries the rounding of its
+    two widths (each ``sqrt(T / 2)``, relative ``eps / 2``), of their ratio
+    and of the log, at most ``eps (2 + |step|)``; adding ``n_c`` steps
+    costs at most ``n_c eps L_c`` more, where ``L_c`` is the sum of their
+    ``|step|``. Count ``c`` is therefore known to ``eps (2 n_c + (n_c + 1)
+    L_c)``. Returns an array over the counts ``1 .. n_max``.
+    """
+    counts = np.asarray(counts, dtype=np.intp)
+    steps = np.abs(np.log(np.asarray(sigmas[:-1]) / np.asarray(sigmas[1:])))
+    n_c = np.bincount(counts[:-1] - 1, minlength=n_max)[:n_max]
+    L_c = np.bincount(counts[:-1] - 1, weights=steps, minlength=n_max)[:n_max]
+    return np.finfo(np.float64).eps * (2 * n_c + (n_c + 1) * L_c)
+
+
 def choose_count(lifetimes, resolution):
     """Return the longest-lived count from 2 up, or 1 if none lived.
 
@@ -275,20 +300,29 @@ def choose_count(lifetimes, resolution):
     return int(np.flatnonzero(lifetimes[1:] >= longest - resolution)[0]) + 2
 
 
-def count_margin(lifetimes, chosen, resolution):
+def count_margin(lifetimes, chosen, resolution, rounding):
     """How much count ``chosen`` outlives the runner-up, in units of ``resolution``.
 
     The runner-up is the longest-lived other count from 2 up. Returns 0
-    when one cluster was chosen (no count lived) and ``inf`` when no other
-    count lived at all or the chosen one never split further.
+    when one cluster was chosen (no count lived) or when the two lifetimes
+    differ by no more than their rounding (``rounding``, from
+    ``lifetime_rounding``: equal lifetimes computed along different stages
+    differ by a few ulps, of either sign), and ``inf`` when no other count
+    lived at all or the chosen one never split further.
     """
     if chosen < 2:
         return 0.0
-    others = np.delete(lifetimes[1:], chosen - 2)
-    runner_up = others.max() if others.size else 0.0
-    if np.isinf(lifetimes[chosen - 1]) or runner_up <= 0:
+    others = np.delete(np.arange(2, lifetimes.size + 1), chosen - 2)
+    if others.size == 0:
         return float("inf")
-    return float((lifetimes[chosen - 1] - runner_up) / resolution)
+    runner_up = others[np.argmax(lifetimes[others - 1])]
+    life, runner_life = lifetimes[chosen - 1], lifetimes[runner_up - 1]
+    if np.isinf(life) or runner_life <= 0:
+        return float("inf")
+    difference = life - runner_life
+    if abs(difference) <= rounding[chosen - 1] + rounding[runner_up - 1]:
+        return 0.0
+    return float(difference / resolution)
 
 
 def _run_stages(sched, path, settings, *, T_end, max_count=None):
@@ -314,8 +348,9 @@ def _run_stages(sched, path, settings, *, T_end, max_count=None):
         path.record(sigma, groups.expanded(), res, groups.n, sched.act)
         if settings.verbose:
             print(
-                f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, "
-                f"{groups.n} distinct centres, {it} iterations, "
+                f"Stage {len(path.sigma) - 1}{settings.rows_note}: sigma {sigma:.4g}, "
+                f"{counted(groups.n, 'distinct centre')}, "
+                f"{counted(it, 'EM iteration')}, "
                 f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
             )
         if last or (max_count is not None and groups.n > max_count):
@@ -335,7 +370,9 @@ def _run_stages(sched, path, settings, *, T_end, max_count=None):
         # The stage cap only guards against a schedule that cycles; the final
         # phase still decides convergence and certification.
         if settings.verbose:
-            print(f"Stopped the schedule after {max_stages} stages.")
+            print(
+                f"Stopped the schedule{settings.rows_note} after {max_stages} stages."
+            )
     return n_iter, converged, it
 
 
@@ -402,11 +439,14 @@ def anneal_auto(rows, max_clusters, settings, *, sigma_start):
     # One cooling step in log-width: sigma^2 is multiplied by ``cooling``.
     step = -0.5 * np.log(settings.cooling)
     k = choose_count(lifetimes, step)
-    margin = count_margin(lifetimes, k, step)
+    rounding = lifetime_rounding(path.sigma, path.n, max_clusters)
+    margin = count_margin(lifetimes, k, step, rounding)
     if settings.verbose:
+        steps = "cooling step" if margin == 1 else "cooling steps"
         print(
-            f"Chose {k} clusters, the longest-lived count (by {margin:.3g} "
-            f"cooling steps over the runner-up); annealing with {k}."
+            f"Chose {counted(k, 'cluster')}{settings.rows_note}, the longest-lived "
+            f"count (by {margin:.3g} {steps} over the runner-up); annealing "
+            f"with {k}."
         )
     result = anneal(
         rows, k, settings, init_centers=None, sigma_start=sigma_start, sigma_end=None
@@ -430,8 +470,9 @@ def kmeans_from_init(rows, init_centers, settings, *, tol, sigma_cap):
     is separated at ``sigma_cap`` in the split tree.
     """
     centers, it, conv = kmeans_lloyd(
-        rows, init_centers, settings.max_iter, tol, settings.verbose
-    )
+        rows, init_centers, settings.max_iter, tol, settings.verbose,
+        settings.rows_note,
+    )  # fmt: skip
     return _final_phase(
         rows, centers, _Path(), settings,
         act=settings.final_activation,
@@ -475,6 +516,7 @@ def _final_phase(
     """
     it, conv, moves, n_single, n_boundary = 0, False, [], 0, 0
     it_final = n_iter if from_init else 0
+    it_first = it_last = 0
     if finish:
         done = _finish.finish(
             rows, centers, max_iter=settings.max_iter, polish_moves=settings.polish,
@@ -482,6 +524,7 @@ def _final_phase(
         )  # fmt: skip
         centers, it, conv, moves = done.centers, done.n_iter, done.converged, done.moves
         n_single, n_boundary = done.n_single, done.n_boundary
+        it_first, it_last = done.n_iter_first, done.n_iter_last
         # The run that produced the centres (KMeans's from an explicit init,
         # unless a move was kept after it).
         moved = bool(moves) or n_boundary > 0
@@ -491,16 +534,50 @@ def _final_phase(
     n_distinct = np.unique(centers, axis=0).shape[0]
     path.record(sigma, centers, res, n_distinct, act)
     if settings.verbose:
-        print(
-            f"Stage {len(path.sigma) - 1}: sigma {sigma:.4g}, Lloyd "
-            f"{'converged' if conv else 'stopped'} after {it} iterations, "
-            f"{len(moves)} polish moves, {n_boundary} boundary moves, "
-            f"{n_single} single-sample moves, "
-            f"inertia {res.inertia:.6g}, "
-            f"certified {certified}."
-        )
+        _print_final_phase(
+            len(path.sigma) - 1, settings, sigma, res.inertia, certified,
+            finish=finish, converged=conv, it_first=it_first,
+            it_trials=it - it_first, it_last=it_last, n_moves=len(moves),
+            n_boundary=n_boundary, n_single=n_single,
+        )  # fmt: skip
     return path.result(
         centers, sigma, n_iter=n_iter + it, n_iter_final=it_final, converged=conv,
         certified=certified, activation=act, moves=len(moves),
         tree=_polish_tree(tree, moves, sigma),
     )  # fmt: skip
+
+
+def _print_final_phase(
+    stage, settings, sigma, inertia, certified, *, finish, converged, it_first,
+    it_trials, it_last, n_moves, n_boundary, n_single,
+):  # fmt: skip
+    """Print the final phase's line of ``verbose``, each count named for what it counts.
+
+    The first Lloyd run (from the annealed centres or KMeans's); the Lloyd
+    iterations that the trials of the polish and boundary moves cost, kept
+    or not (``n_iter_total_`` counts them, ``n_iter_`` does not); when a
+    move was kept, the iterations of the Lloyd run after the last one
+    (``n_iter_``, unless the fit ends on every row).
+    """
+    if not finish:
+        lloyd = "KMeans's run stopped at max_iter: no Lloyd run, no moves"
+    else:
+        lloyd = (
+            f"Lloyd {'converged' if converged else 'stopped'} after "
+            f"{counted(it_first, 'iteration')}"
+        )
+        if settings.polish:
+            trials = f"trials: {counted(it_trials, 'Lloyd iteration')}"
+            if n_moves or n_boundary:
+                trials += (
+                    f"; Lloyd after the last kept: {counted(it_last, 'iteration')}"
+                )
+            lloyd += (
+                f"; {counted(n_moves, 'polish move')} and "
+                f"{counted(n_boundary, 'boundary move')} kept ({trials})"
+            )
+        lloyd += f"; {counted(n_single, 'single-sample move')}"
+    print(
+        f"Stage {stage}{settings.rows_note}, final phase: {lloyd}; sigma "
+        f"{sigma:.4g}, inertia {inertia:.6g}, certified {certified}."
+    )

@@ -11,6 +11,7 @@ from ._anneal import (
     Settings,
     anneal,
     anneal_auto,
+    counted,
     first_critical_sigma,
     kmeans_from_init,
     start_and_final_activations,
@@ -32,6 +33,48 @@ def _mass_unit(sample_weight):
     if np.all(sample_weight == np.round(sample_weight)):
         return 1.0
     return float(sample_weight[sample_weight > 0].mean())
+
+
+def _check_width(name, width, units):
+    """Return the width parameter ``name`` in working units, or raise if out of range.
+
+    The schedule computes with the temperature ``T = 2 sigma^2`` (float64,
+    whatever the data's dtype): a working width above ``sqrt(max / 2)``
+    overflows it and one below ``sqrt(tiny / 2)`` leaves the normal
+    numbers (``T`` loses precision, then rounds to 0 and every width of
+    the path with it), ``max`` and ``tiny`` of ``np.finfo(np.float64)``.
+    The bounds are reported in the user's units.
+    """
+    working = units.to_working_length(width)
+    finfo = np.finfo(np.float64)
+    low, high = np.sqrt(finfo.tiny / 2), np.sqrt(finfo.max / 2)
+    if low <= working <= high:
+        return working
+    low_user, high_user = units.to_user_length([low, high])
+    if working > high:
+        hint = (
+            "every width above the first critical width starts from the same "
+            "state: sigma_start='auto' starts just above it"
+            if name == "sigma_start"
+            else "a float sigma_end is a width for the soft solution, below sigma_start"
+        )
+        raise ValueError(
+            f"{name}={width:.6g} is too large: the annealing computes with "
+            f"2 sigma^2 in float64, which overflows above {name}={high_user:.6g} "
+            f"in the units of X; {hint}."
+        )
+    hint = (
+        "sigma_end='auto' ends at the hard (K-Means) solution"
+        if name == "sigma_end"
+        else "to start at the end, without annealing, pass an init other than "
+        "'anneal' with sigma_start='auto'"
+    )
+    raise ValueError(
+        f"{name}={width:.6g} is too small: the annealing computes with "
+        f"2 sigma^2 in float64, which leaves the normal numbers below {name}="
+        f"{low_user:.6g} in the units of X (it loses precision, then rounds "
+        f"to 0); {hint}."
+    )
 
 
 class _Runs(NamedTuple):
@@ -89,7 +132,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         where ``c = 2`` for softmax and ``2 sqrt(2)`` for entmax-1.5 (a group
         splitting in two). With an explicit ``init``, ``"auto"`` starts at the
         end, without annealing (see ``init``), and a float anneals from the
-        initial centres starting at that width.
+        initial centres starting at that width. A float ``w`` must keep
+        ``2 w^2`` a normal float64 number (about 1.05e-154 to 9.5e153 for
+        data of ordinary scale); outside, the fit raises a ``ValueError``
+        that gives the bounds in the units of ``X``.
     sigma_end : float or "auto", default="auto"
         Final width. ``"auto"``: cool until the responsibilities are hard,
         run Lloyd iterations until the labels stop changing (then the polish,
@@ -97,7 +143,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         entmax-1.5 responsibilities are exactly one-hot (margin
         ``>= 4 sigma^2``): the result is certified to be an exact K-Means
         fixed point. A float stops there instead, with a plain EM at that
-        width (and no polish: the solution is soft).
+        width (and no polish: the solution is soft). A float has the range
+        of a float ``sigma_start``.
     cooling : float in (0, 1), default=0.9
         Geometric factor applied to ``sigma^2`` after each split. Where no
         group can split the width jumps to just below the next critical
@@ -134,7 +181,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         ``init``, which stops as KMeans's does (summed squared centre shift
         at most ``tol`` times the mean feature variance).
     verbose : int, default=0
-        Print one line per stage when positive.
+        Print one line per stage when positive, each count named for what
+        it counts (the final phase's line: the Lloyd run, then the moves
+        kept and the Lloyd iterations their trials cost). On a sample of
+        many rows, the lines that describe the sample say so.
     random_state : int, RandomState instance or None, default=None
         Seeds a random ``init``; unused with ``init="anneal"``.
     copy_x : bool, default=True
@@ -169,9 +219,10 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     cluster_count_margin_ : float
         Only with ``n_clusters="auto"``: how much the chosen count outlives
         the runner-up, in cooling steps (``inf`` when no other count lived;
-        0 when one cluster was chosen). At most 1, no count stood out (a
-        ``UserWarning`` says so): the choice is the smallest of the
-        longest-lived counts.
+        0 when one cluster was chosen or when the two lifetimes differ by
+        no more than their rounding, a few ulps per stage). At most 1, no
+        count stood out (a ``UserWarning`` says so): the choice is the
+        smallest of the longest-lived counts.
     cluster_count_lifetimes_ : ndarray of shape (n_counts,)
         Entry ``c - 1`` is the lifetime of ``c`` distinct centres: the total
         log-width ``sum log(sigma_s / sigma_{s+1})`` over the stages ``s``
@@ -473,22 +524,27 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         """
         n_clusters, _ = self._requested_clusters()
         run_rows, init = rows.annealing_sample(n_clusters, init, random_state)
+        rows_note = ""
+        if run_rows.X.shape[0] < rows.w.shape[0]:
+            # The lines of the schedule and of the final phase on the sample
+            # say so: their energies and counts are the sample's.
+            rows_note = f" (sample of {run_rows.X.shape[0]} rows)"
         if self.verbose and run_rows is not rows:
             print(
                 f"Annealing on a sample of {run_rows.X.shape[0]} rows in memory "
                 f"(of {rows.w.shape[0]}: the schedule's passes cost the "
-                "sample's size); Lloyd's algorithm, single-sample moves and the "
-                "certificate then run on every row."
+                "sample's size); the final phase and the certificate then run "
+                "on every row."
             )
         units = run_rows.units
         start, final = start_and_final_activations(self.activation)
         sigma_end = None
         if self.sigma_end != "auto":
-            sigma_end = units.to_working_length(self.sigma_end)
+            sigma_end = _check_width("sigma_end", self.sigma_end, units)
         anneal_init = isinstance(self.init, str) and self.init == "anneal"
         from_init = not anneal_init and self.sigma_start == "auto"
         if self.sigma_start != "auto":
-            sigma_start = units.to_working_length(self.sigma_start)
+            sigma_start = _check_width("sigma_start", self.sigma_start, units)
         elif anneal_init:
             sigma_start = first_critical_sigma(run_rows, start)
         else:
@@ -512,6 +568,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             mass_unit=_mass_unit(run_rows.w),
             polish=self.polish,
             verbose=self.verbose,
+            rows_note=rows_note,
         )
         return _Runs(
             run_rows, init, anneal_init, from_init, sigma_start, sigma_end,
@@ -568,14 +625,17 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             rows, setup.runs.rows, run.result, hard=self.sigma_end == "auto",
             max_iter=self.max_iter, tol=self.tol,
         )  # fmt: skip
+        user = result.to_user(rows.units)
         if self.verbose and final is not None:
+            run = (
+                "Lloyd" if self.sigma_end == "auto" else f"EM at sigma {user.sigma:.4g}"
+            )
             print(
-                f"Every row: Lloyd {'converged' if result.converged else 'stopped'}"
-                f" after {result.n_iter_final} iterations, inertia "
+                f"Every row: {run} {'converged' if result.converged else 'stopped'}"
+                f" after {counted(result.n_iter_final, 'iteration')}, inertia "
                 f"{float(rows.units.to_user_energy(final[1])):.6g}, certified "
                 f"{result.certified}."
             )
-        user = result.to_user(rows.units)
         if final is None:
             counts, inertia, objective = None, None, result.objective_path[-1]
         else:

@@ -67,13 +67,16 @@ def single_moves(rows, centers, max_iter):
 class Finished(NamedTuple):
     """What ``finish`` reached: the centres and how.
 
-    ``n_iter`` counts every Lloyd iteration of the phase, ``n_iter_last``
+    ``n_iter`` counts every Lloyd iteration of the phase, ``n_iter_first``
+    those of the first Lloyd run (from the centres given), ``n_iter_last``
     those of the run that produced the centres (the first Lloyd run, or
-    the last kept move's); ``moves`` are the polish's kept moves.
+    the last kept move's); ``n_iter - n_iter_first`` is the cost of the
+    moves' trials, kept or not. ``moves`` are the polish's kept moves.
     """
 
     centers: object
     n_iter: int
+    n_iter_first: int
     n_iter_last: int
     converged: bool
     moves: list
@@ -97,7 +100,8 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0):
     never above the one they reached first. Returns a ``Finished``.
     """
     centers, n_iter, converged = lloyd(rows, centers, max_iter)
-    moves, n_iter_last, n_single, n_boundary = [], n_iter, 0, 0
+    n_iter_first = n_iter_last = n_iter
+    moves, n_single, n_boundary = [], 0, 0
     while True:
         if polish_moves:
             centers, _, kept, it_polish, it_move, n_moved = polish(
@@ -122,8 +126,9 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0):
             break
         n_boundary, n_iter_last = n_boundary + 1, it_move
     return Finished(
-        centers, n_iter, n_iter_last, converged, moves, n_single, n_boundary
-    )
+        centers, n_iter, n_iter_first, n_iter_last, converged, moves, n_single,
+        n_boundary,
+    )  # fmt: skip
 
 
 def finish_on_every_row(rows, sample, result, *, hard, max_iter, tol):

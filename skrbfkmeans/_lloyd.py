@@ -378,7 +378,7 @@ def _relocate_empty(rows, labels, centers, N, S):
         N[j] = w[i]
 
 
-def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
+def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0, rows_note=""):
     """Lloyd's algorithm exactly as scikit-learn's KMeans runs it.
 
     The zero-width limit of ``RBFKMeans``: each iteration assigns every
@@ -388,7 +388,8 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
     heaviest cluster's). It stops at *strict convergence*
     (the labels did not change) or when the summed squared centre shift is
     at most ``tol`` (already scaled as KMeans scales it), or after
-    ``max_iter`` iterations. Prints KMeans's lines with ``verbose``.
+    ``max_iter`` iterations. Prints KMeans's lines with ``verbose``
+    (``rows_note`` after the iteration, e.g. ``" (sample of 10000 rows)"``).
 
     Returns the centres, the number of iterations and whether one of the two
     convergence rules stopped the run (False: ``max_iter`` did).
@@ -401,7 +402,7 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0):
         )
         if verbose:
             inertia = float(matmul(rows.w, np.maximum(rows.x_sq + e_own, 0.0)))
-            print(f"Iteration {n_iter - 1}, inertia {inertia}.")
+            print(f"Iteration {n_iter - 1}{rows_note}, inertia {inertia}.")
         _relocate_empty(rows, labels, centers, N, S)
         new = m_step(N, S, centers, rows.offset)
         # A cluster still empty joins the heaviest one, as in KMeans.
