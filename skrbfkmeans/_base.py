@@ -65,7 +65,11 @@ def all_or_nothing(method):
     Whatever interrupts the method (an error, a ``KeyboardInterrupt``, a
     warning raised as an error), the attributes it had before are put back,
     so that a failed refit keeps the previous model. The attributes are
-    restored as objects (the fit never writes into a fitted array).
+    restored as objects (the fit never writes into a fitted array), in one
+    assignment of the saved namespace: CPython delivers a signal (a second
+    ``KeyboardInterrupt``) only at a call or a loop's jump, and an
+    attribute store makes neither, so no interrupt can fall between
+    emptying the namespace and filling it again.
     """
 
     @functools.wraps(method)
@@ -74,8 +78,7 @@ def all_or_nothing(method):
         try:
             return method(self, *args, **kwargs)
         except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(before)
+            self.__dict__ = before
             raise
 
     return wrapper

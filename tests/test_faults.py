@@ -219,6 +219,89 @@ def test_interrupted_first_partial_fit_leaves_an_unfitted_estimator():
             est = RBFKMeans(3, random_state=0)
 
 
+class _TwoInterrupts:
+    """A first KeyboardInterrupt at the N-th call into the package, a second later.
+
+    The first comes from a trace hook (``trace``); from then on a profile
+    hook (``profile``) sees every event, Python calls and returns and the
+    calls into C (``dict.clear``, ``dict.update``) alike, and raises the
+    second interrupt at the M-th. Those are the points where CPython
+    delivers a signal: at a call, a return from C or a loop's jump, never
+    inside one bytecode. ``events`` counts what followed the first.
+    """
+
+    def __init__(self, first, second=None):
+        self.first, self.second = first, second
+        self.calls = self.events = 0
+        self.active = True
+
+    def trace(self, frame, event, arg):
+        if event == "call" and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+            self.calls += 1
+            if self.calls == self.first:
+                raise KeyboardInterrupt("first")
+
+    def profile(self, frame, event, arg):
+        if not self.active or self.calls < self.first:
+            return
+        self.events += 1
+        if self.events == self.second:
+            raise KeyboardInterrupt("second")
+
+    def run(self, call):
+        # A hook that raises is removed: the first interrupt leaves the
+        # profile hook, which raises the second.
+        sys.setprofile(self.profile)
+        sys.settrace(self.trace)
+        try:
+            call()
+        except KeyboardInterrupt:
+            pass
+        finally:
+            self.active = False
+            sys.settrace(None)
+            sys.setprofile(None)
+        return self
+
+
+@pytest.mark.parametrize(
+    "make, method",
+    [
+        (lambda: RBFKMeans(3, random_state=0), "fit"),
+        (lambda: AnnealedRBFKMeans(3), "fit"),
+        (lambda: RBFKMeans(3, random_state=0), "partial_fit"),
+    ],
+    ids=["softmax-fit", "annealed-fit", "softmax-partial_fit"],
+)
+def test_second_interrupt_keeps_the_previous_model(make, method):
+    # Check that a second Ctrl-C, pressed while the refit interrupted by the
+    # first unwinds and puts the previous model back, cannot leave the
+    # estimator empty or half restored: the second interrupt is raised at
+    # every call and return from the first one on (the restore emptied the
+    # attributes with dict.clear and refilled them with dict.update, and a
+    # second interrupt between the two left no attribute at all, not even
+    # the parameters: get_params failed).
+    X_old = blobs(0, n_samples=90, n_features=2, centers=3)
+    X_new = blobs(1, n_samples=120, n_features=2, centers=3)
+    est = make().fit(X_old)
+    before, expected = _fitted_state(est), _outputs(est, X_old)
+    params = est.get_params()
+    counter, _ = _count_calls(
+        lambda: copy.deepcopy(est), lambda e: _fitting_call(e, method, X_new)()
+    )
+    first = counter // 2
+    n_events = _TwoInterrupts(first).run(
+        _fitting_call(copy.deepcopy(est), method, X_new)
+    ).events
+    assert n_events > 0
+    for second in range(1, n_events + 1):
+        refit = copy.deepcopy(est)
+        _TwoInterrupts(first, second).run(_fitting_call(refit, method, X_new))
+        assert refit.get_params() == params
+        assert_same_state(refit, before)
+    assert_same_outputs(refit, X_old, expected)
+
+
 @pytest.mark.parametrize("name", ESTIMATORS)
 def test_raising_init_keeps_the_previous_model(name):
     # Check the issue's reproducer: a model fitted on data at 1e-200, then a
