@@ -11,7 +11,9 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_digits, make_blobs
+from numpy.testing import assert_allclose
+from sklearn.datasets import load_breast_cancer, load_digits, make_blobs
+from sklearn.preprocessing import StandardScaler
 
 from skrbfkmeans import AnnealedRBFKMeans
 
@@ -21,6 +23,48 @@ def _fit_recording(est, X):
         warnings.simplefilter("always")
         est.fit(X)
     return [w for w in caught if issubclass(w.category, UserWarning)]
+
+
+@pytest.mark.parametrize(
+    "load", [load_breast_cancer, load_digits], ids=["breast_cancer", "digits"]
+)
+def test_auto_margin_within_rounding_is_zero(load):
+    # Check that two counts that live one cooling step each, to rounding,
+    # tie: the margin is 0, not the -3.95e-15 (breast cancer) or +3.95e-15
+    # (digits) of their difference in the last bits, and the warning says
+    # "by 0".
+    X = StandardScaler().fit_transform(load().data)
+    est = AnnealedRBFKMeans("auto", max_clusters=3)
+    caught = _fit_recording(est, X)
+    life = est.cluster_count_lifetimes_
+    step = -0.5 * np.log(est.cooling)  # one cooling step, in log-width
+    assert_allclose(life[1:], [step, step], rtol=1e-13)
+    assert est.n_clusters_ == 2
+    assert est.cluster_count_margin_ == 0.0
+    messages = [str(w.message) for w in caught if "n_clusters='auto'" in str(w.message)]
+    assert len(messages) == 1 and "(the chosen 2 by 0)" in messages[0]
+
+
+def test_count_margin_keeps_differences_above_rounding():
+    # Check the margin against lifetimes computed by hand on a path whose
+    # counts 2 and 3 live one step each: the same step computed along two
+    # ladders (equal to rounding) gives 0, a step longer by 1e-12 in
+    # log-width (far above eps) gives that difference in cooling steps.
+    from skrbfkmeans._anneal import count_lifetimes, count_margin, lifetime_rounding
+
+    step = -0.5 * np.log(0.9)
+    for extra, expected in [(0.0, 0.0), (1e-12, 1e-12 / step)]:
+        # Widths as the schedule makes them: sqrt(T / 2), T cooled by 0.9.
+        T = 2.0 * 3.7**2 * np.array([1.0, 0.9, 0.81, 0.729])
+        sigmas = np.sqrt(T / 2.0)
+        sigmas[2:] *= np.exp(-extra)
+        counts = [1, 2, 3, 4]
+        life = count_lifetimes(sigmas, counts, 3)
+        margin = count_margin(life, 2, step, lifetime_rounding(sigmas, counts, 3))
+        if expected == 0.0:
+            assert margin == 0.0
+        else:
+            assert margin == pytest.approx(expected, rel=1e-3)
 
 
 def test_auto_fallback_warns_and_says_by_how_much():
@@ -78,18 +122,71 @@ def test_lifetimes_plot_title_names_the_fallback():
         plt.close("all")
 
 
+def _iterations(n):
+    return f"{n} iteration" if n == 1 else f"{n} iterations"
+
+
 def test_verbose_on_a_sample_names_it_and_ends_with_the_fit():
+    # Check that every line that describes the sample says so, and that the
+    # last line, the fit on every row, does not and gives n_iter_.
     X, _ = make_blobs(30_000, centers=6, random_state=0)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         est = AnnealedRBFKMeans(6, verbose=1).fit(X)
     lines = out.getvalue().splitlines()
-    assert re.match(r"Annealing on a sample of \d+ rows in memory \(of 30000", lines[0])
+    first = re.match(
+        r"Annealing on a sample of (\d+) rows in memory \(of 30000", lines[0]
+    )
+    assert first
+    note = f"Stage {{}} (sample of {first.group(1)} rows)"
+    stages = [line for line in lines if line.startswith("Stage")]
+    # One line per entry of the path (the sample's), each naming the sample.
+    assert len(stages) == len(est.sigma_path_)
+    for i, line in enumerate(stages):
+        assert line.startswith(note.format(i))
     last = lines[-1]
-    assert last.startswith("Every row:")
-    assert f"after {est.n_iter_} iterations" in last
+    assert last.startswith("Every row:") and "sample" not in last
+    assert f"Lloyd converged after {_iterations(est.n_iter_)}," in last
     assert f"inertia {est.inertia_:.6g}" in last
     assert f"certified {est.certified_}" in last
+
+
+def test_verbose_on_a_sample_with_a_float_sigma_end_says_em():
+    # Check that the every-row line of a float sigma_end names the EM at
+    # that width (it said Lloyd) and its iterations, n_iter_.
+    X, _ = make_blobs(12_000, centers=4, random_state=0)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        est = AnnealedRBFKMeans(4, sigma_end=0.5, verbose=1).fit(X)
+    last = out.getvalue().splitlines()[-1]
+    assert last.startswith(
+        f"Every row: EM at sigma 0.5 converged after {_iterations(est.n_iter_)},"
+    )
+
+
+def test_verbose_final_phase_counts_what_n_iter_counts(capsys):
+    # Check that the final phase's line gives the Lloyd run that n_iter_
+    # counts (five blobs: it said "Lloyd converged after 327 iterations"
+    # with n_iter_ == 2) and the polish's trials apart, that the counts
+    # printed add up to n_iter_total_, and that no count of 1 is plural.
+    X, _ = make_blobs(1000, centers=5, cluster_std=1.5, random_state=0)
+    est = AnnealedRBFKMeans(5, verbose=1).fit(X)
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    final = lines[-1]
+    assert final.startswith(f"Stage {len(est.sigma_path_) - 1}, final phase: ")
+    assert est.n_polish_moves_ == 0  # then n_iter_ is the first Lloyd run's
+    assert f"Lloyd converged after {_iterations(est.n_iter_)};" in final
+    trials = int(re.search(r"\(trials: (\d+) Lloyd iterations?\)", final).group(1))
+    stage_em = [int(n) for n in re.findall(r", (\d+) EM iterations?,", out)]
+    assert len(stage_em) == len(est.sigma_path_) - 1
+    assert sum(stage_em) + est.n_iter_ + trials == est.n_iter_total_
+    # The first stages keep one centre and settle in one EM iteration.
+    assert lines[0].startswith("Stage 0: ")
+    assert "1 distinct centre, 1 EM iteration," in lines[0]
+    assert not re.search(r"\b1 [\w -]*?(iterations|centres|moves)\b", out)
+    # No sample here: no line mentions one.
+    assert "sample of" not in out
 
 
 def test_verbose_without_a_sample_does_not_mention_one():
