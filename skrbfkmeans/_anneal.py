@@ -75,7 +75,9 @@ class Settings(NamedTuple):
     schedule's (a stage's move tolerance is ``30 tol sqrt(T)``);
     ``mass_unit`` the weight of one sample for the split and drop rules;
     ``rows_note`` what the ``verbose`` lines say of the rows they describe
-    (``" (sample of 10000 rows)"`` when the runs use a sample, else empty).
+    (``" (sample of 10000 rows)"`` when the runs use a sample, else empty)
+    and ``units`` the runs' working units (``_scaling.Units``), in which
+    the lines give widths and energies back in the user's.
     """
 
     cooling: float
@@ -87,6 +89,17 @@ class Settings(NamedTuple):
     polish: bool = True
     verbose: int = 0
     rows_note: str = ""
+    units: object = None
+
+    def user_width(self, sigma):
+        """Return a working width in the user's units, for a verbose line."""
+        return sigma if self.units is None else float(self.units.to_user_length(sigma))
+
+    def user_energy(self, energy):
+        """Return a working energy in the user's units, for a verbose line."""
+        return (
+            energy if self.units is None else float(self.units.to_user_energy(energy))
+        )
 
 
 def counted(n, noun):
@@ -348,10 +361,12 @@ def _run_stages(sched, path, settings, *, T_end, max_count=None):
         path.record(sigma, groups.expanded(), res, groups.n, sched.act)
         if settings.verbose:
             print(
-                f"Stage {len(path.sigma) - 1}{settings.rows_note}: sigma {sigma:.4g}, "
+                f"Stage {len(path.sigma) - 1}{settings.rows_note}: sigma "
+                f"{settings.user_width(sigma):.4g}, "
                 f"{counted(groups.n, 'distinct centre')}, "
                 f"{counted(it, 'EM iteration')}, "
-                f"objective {res.objective:.6g}, inertia {res.inertia:.6g}."
+                f"objective {settings.user_energy(res.objective):.6g}, "
+                f"inertia {settings.user_energy(res.inertia):.6g}."
             )
         if last or (max_count is not None and groups.n > max_count):
             break
@@ -579,5 +594,6 @@ def _print_final_phase(
         lloyd += f"; {counted(n_single, 'single-sample move')}"
     print(
         f"Stage {stage}{settings.rows_note}, final phase: {lloyd}; sigma "
-        f"{sigma:.4g}, inertia {inertia:.6g}, certified {certified}."
+        f"{settings.user_width(sigma):.4g}, inertia "
+        f"{settings.user_energy(inertia):.6g}, certified {certified}."
     )

@@ -569,6 +569,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             polish=self.polish,
             verbose=self.verbose,
             rows_note=rows_note,
+            units=units,
         )
         return _Runs(
             run_rows, init, anneal_init, from_init, sigma_start, sigma_end,

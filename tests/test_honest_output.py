@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from sklearn.datasets import load_breast_cancer, load_digits, make_blobs
+from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_blobs
 from sklearn.preprocessing import StandardScaler
 
 from skrbfkmeans import AnnealedRBFKMeans
@@ -196,3 +196,16 @@ def test_verbose_without_a_sample_does_not_mention_one():
         AnnealedRBFKMeans(3, verbose=1).fit(X)
     text = out.getvalue()
     assert "sample of" not in text and "Every row" not in text
+
+
+def test_verbose_gives_widths_and_energies_in_the_units_of_x(capsys):
+    # Check that the stage lines give the widths and inertias of
+    # sigma_path_ and inertia_path_ on data fitted in scaled working units
+    # (iris times 2^400: the lines said "sigma 0.5374" for 5.55e120).
+    X = load_iris().data * 2.0**400
+    est = AnnealedRBFKMeans(3, verbose=1).fit(X)
+    stages = [s for s in capsys.readouterr().out.splitlines() if s.startswith("Stage")]
+    assert len(stages) == len(est.sigma_path_)
+    for line, sigma, inertia in zip(stages, est.sigma_path_, est.inertia_path_):
+        assert f"sigma {sigma:.4g}," in line
+        assert f"inertia {inertia:.6g}" in line
