@@ -19,7 +19,7 @@ from ._finish import kmeans, single_moves
 from ._iterations import ACTIVATIONS, em_fixed_sigma
 from ._policy import one_blas_thread
 from ._rows import fit_units, working_rows
-from ._stream import online_em_step
+from ._stream import batch_summary, online_em_step
 from ._validation import check_n_samples, check_sample_weight
 
 
@@ -135,11 +135,17 @@ class RBFKMeans(_BaseRBFKMeans):
         The centres (the dtype of ``X``).
     labels_ : ndarray of shape (n_samples,)
         Nearest centre of each training sample (int32); equals
-        ``predict(X)``.
+        ``predict(X)``. After :meth:`partial_fit`, as in
+        :class:`~sklearn.cluster.MiniBatchKMeans`, those of the last batch
+        at the centres as they now are: ``predict(batch)``.
     inertia_ : float
-        Hard K-Means distortion ``sum_i w_i min_j ||x_i - mu_j||^2``.
+        Hard K-Means distortion ``sum_i w_i min_j ||x_i - mu_j||^2``,
+        ``-score(X, sample_weight=sample_weight)``; after
+        :meth:`partial_fit`, that of the last batch with its weights at the
+        current centres.
     objective_ : float
-        Free energy at ``sigma_`` (see Notes), the quantity EM decreases.
+        Free energy at ``sigma_`` (see Notes), the quantity EM decreases; of
+        the same rows and centres as ``inertia_``.
     sigma_ : float
         The width used.
     n_iter_ : int
@@ -151,9 +157,10 @@ class RBFKMeans(_BaseRBFKMeans):
         Number of online EM steps taken by :meth:`partial_fit` since the
         centres were last set (by its first call or by :meth:`fit`). Set
         only by :meth:`partial_fit`, which, like
-        :class:`~sklearn.cluster.MiniBatchKMeans`'s, sets neither
-        ``labels_``, ``inertia_``, ``objective_``, ``n_iter_`` nor
-        ``converged_``.
+        :class:`~sklearn.cluster.MiniBatchKMeans`'s, sets ``labels_`` and
+        ``inertia_`` (and ``objective_``) of its batch, and leaves
+        ``n_iter_`` and ``converged_`` to describe the last :meth:`fit`
+        (they are not set by a stream that no fit started).
     n_features_in_ : int
         Number of features seen during fit.
     feature_names_in_ : ndarray of shape (`n_features_in_`,)
@@ -375,9 +382,14 @@ class RBFKMeans(_BaseRBFKMeans):
         by default, so the first batch needs at least ``n_clusters``
         samples), the width (``sigma="auto"`` is resolved from those
         centres) and the centring offset (the first batch's weighted mean).
-        After :meth:`fit`, the first call continues from the fitted centres.
-        Following :class:`sklearn.cluster.MiniBatchKMeans`, ``labels_`` and
-        ``inertia_`` are not set; use :meth:`predict` and :meth:`score`.
+        After :meth:`fit`, the first call continues from the fitted centres
+        (with ``n_clusters`` unchanged: another value raises a
+        ``ValueError``). Following :class:`sklearn.cluster.MiniBatchKMeans`,
+        ``labels_``, ``inertia_`` and ``objective_`` then describe the batch
+        at the updated centres: ``labels_`` is ``predict(X)``, ``inertia_``
+        is ``-score(X, sample_weight=sample_weight)``. For a dask array,
+        the batch is its last block; the rows of the others are labelled by
+        :meth:`predict`.
 
         Parameters
         ----------
@@ -438,25 +450,67 @@ class RBFKMeans(_BaseRBFKMeans):
         >>> km.cluster_centers_
         array([[ 1.,  2.],
                [10.,  2.]])
+        >>> km.labels_  # of the last batch, X[[0, 4, 5]]
+        array([0, 1, 1], dtype=int32)
         """
         has_centers = hasattr(self, "cluster_centers_")
+        if has_centers:
+            self._check_stream_clusters()
         if _dask.is_dask_collection(X):
-            # One step per row block, each block computed in turn.
+            # One step per row block, each block computed in turn; the last
+            # block is the batch that labels_ and inertia_ describe.
             X = _dask.as_dask_array(self, X, reset=not has_centers)
+            last = None
             for Xb, wb in _dask.computed_blocks(X, sample_weight):
                 Xb = check_array(Xb, dtype=[np.float64, np.float32], order="C")
-                self._partial_fit_batch(Xb, wb)
+                last = self._partial_fit_batch(Xb, wb)
+            if last is not None:
+                self.__dict__.update(self._describe_batch(*last))
             return self
         X = self._validate_X(X, reset=not has_centers)
-        self._partial_fit_batch(X, sample_weight)
+        self.__dict__.update(
+            self._describe_batch(*self._partial_fit_batch(X, sample_weight))
+        )
         return self
+
+    def _check_stream_clusters(self):
+        """Raise when ``n_clusters`` is not the number of the fitted centres."""
+        fitted = self.cluster_centers_.shape[0]
+        if self.n_clusters != fitted:
+            raise ValueError(
+                f"n_clusters={self.n_clusters} but the fitted model has "
+                f"{fitted} centres, and partial_fit continues it. Set "
+                f"n_clusters={fitted} to continue the model; for a stream of "
+                f"{self.n_clusters} clusters, call partial_fit on "
+                "sklearn.base.clone(estimator), or fit first."
+            )
+
+    def _describe_batch(self, X, sample_weight, units):
+        """Return ``labels_``, ``inertia_`` and ``objective_`` of a batch.
+
+        ``X`` and ``sample_weight`` are the batch of the last step (working
+        ``units``), described at the centres as the model now returns and
+        predicts with them: ``labels_`` is ``predict`` of the batch and
+        ``inertia_`` is ``-score`` of it.
+        """
+        centers = self._centers_as(X)
+        labels, inertia, objective = batch_summary(
+            X, sample_weight, centers, units.to_working_length(self.sigma_),
+            self.activation, self._offset.astype(X.dtype, copy=False),
+        )  # fmt: skip
+        return dict(
+            labels_=labels,
+            inertia_=float(units.to_user_energy(inertia)),
+            objective_=float(units.to_user_energy(objective)),
+        )
 
     def _partial_fit_batch(self, X, sample_weight):
         """One online EM step on a validated batch (see ``partial_fit``).
 
         The step's state (centres, running statistics, step count; on the
         first call the width, the offset and the units) is computed into
-        locals and assigned at once at the end.
+        locals and assigned at once at the end. Returns the batch in working
+        units, its weights and the units, for ``_describe_batch``.
         """
         fitted = hasattr(self, "cluster_centers_")
         state = {}
@@ -513,3 +567,4 @@ class RBFKMeans(_BaseRBFKMeans):
             _n_features_out=centers.shape[0],
         )
         self.__dict__.update(state)
+        return X, sample_weight, units

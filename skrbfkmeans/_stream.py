@@ -13,6 +13,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ._engine.passes import m_step, squared_norms, statistics
+from ._rows import MemoryRows
 
 # rho_t = ((t + BURN_IN - 1) / BURN_IN)^(-DECAY). Any exponent in (0.5, 1]
 # satisfies the Robbins-Monro conditions; Cappe & Moulines found values near
@@ -58,3 +59,17 @@ def online_em_step(X, sample_weight, centers, sigma, activation, offset, stats, 
     n = (1.0 - rho) * stats[0] + rho * (res.N / total)
     s = (1.0 - rho) * stats[1] + rho * (res.S / total)
     return m_step(n, s, centers, offset), (n, s)
+
+
+def batch_summary(X, sample_weight, centers, sigma, activation, offset):
+    """Labels, inertia and free energy of the batch ``X`` at ``centers``.
+
+    What a step leaves the model to say about its batch, as
+    :class:`~sklearn.cluster.MiniBatchKMeans` does: the nearest centre of
+    each row (int32), the weighted hard inertia and the free energy at
+    ``sigma``, all in the working units of ``X`` and ``centers``. Cost: two
+    passes over the batch (``MemoryRows.final``).
+    """
+    rows = MemoryRows(X, sample_weight, offset)
+    _, inertia, objective = rows.final(centers, sigma, activation)
+    return rows.labels(centers), inertia, objective

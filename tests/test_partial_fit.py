@@ -21,7 +21,9 @@ from _data import (
     STREAM_SAMPLES,
     blobs,
 )
+from _rbf_oracle import distortion, free_energy, sq_distances
 from numpy.testing import assert_allclose, assert_array_equal
+from sklearn.base import clone
 from sklearn.cluster import kmeans_plusplus
 from sklearn.exceptions import ConvergenceWarning
 
@@ -89,7 +91,7 @@ def test_update_rule(activation, global_random_seed):
 def test_first_call_initialises(global_random_seed):
     # Check that the first call runs k-means++ on the first batch with
     # random_state, resolves sigma="auto" and sets MiniBatchKMeans's
-    # attributes (no labels_ nor inertia_).
+    # attributes (labels_ and inertia_ of the batch, no n_iter_).
     X = blobs(global_random_seed, n_samples=400, n_features=3, centers=4)
     km = RBFKMeans(n_clusters=4, random_state=global_random_seed)
     km.partial_fit(X[:100])
@@ -100,7 +102,8 @@ def test_first_call_initialises(global_random_seed):
     assert km.sigma_ == ref.sigma_
     assert km.n_features_in_ == 3
     assert km.n_steps_ == 1
-    assert not hasattr(km, "labels_") and not hasattr(km, "inertia_")
+    assert km.labels_.shape == (100,) and np.isfinite(km.inertia_)
+    assert not hasattr(km, "n_iter_") and not hasattr(km, "converged_")
     assert_array_equal(km.predict(X).shape, (X.shape[0],))
 
 
@@ -167,3 +170,92 @@ def test_after_fit_and_sparse():
     dense.partial_fit(X[:200])
     csr.partial_fit(sp.csr_matrix(X[:200]))
     assert_allclose(csr.cluster_centers_, dense.cluster_centers_, rtol=1e-12)
+
+
+def _assert_describes(km, batch, sample_weight=None, given=None):
+    # The batch at the centres as they are, by the oracle's explicit
+    # distances: its nearest centres, its distortion, its free energy.
+    # ``given`` is the batch as the user passed it (a CSR matrix).
+    centers = km.cluster_centers_
+    assert km.labels_.dtype == np.int32
+    assert_array_equal(km.labels_, sq_distances(batch, centers).argmin(axis=1))
+    assert_allclose(km.inertia_, distortion(batch, centers, sample_weight), rtol=1e-9)
+    want = free_energy(batch, centers, km.sigma_, km.activation, sample_weight)
+    assert_allclose(km.objective_, want, rtol=1e-9)
+    # And as the user reads the model: predict and score of the batch.
+    given = batch if given is None else given
+    assert_array_equal(km.labels_, km.predict(given))
+    assert km.inertia_ == -km.score(given, sample_weight=sample_weight)
+
+
+@pytest.mark.parametrize("activation", ACTIVATIONS)
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_after_fit_stream_attributes_describe_the_last_batch(activation, sparse):
+    # Check that after fit(X) then partial_fit(batch), labels_ and inertia_
+    # are the batch's at the moved centres (MiniBatchKMeans's choice): they
+    # were the fit's, labels_ of all of X at the old centres, and inertia_
+    # (1137.5 in the report) unlike -score(X) (12098.7) or anything else.
+    X = blobs(3, n_samples=600, n_features=3, centers=4, cluster_std=2.0)
+    km = RBFKMeans(n_clusters=4, sigma=1.0, activation=activation, random_state=0)
+    km.fit(X)
+    fitted = km.cluster_centers_.copy()
+    w = np.random.RandomState(0).uniform(0.5, 2.0, 150)
+    batch = X[:150] + 1.0
+    given = sp.csr_matrix(batch) if sparse else batch
+    km.partial_fit(given, sample_weight=w)
+    assert not np.array_equal(km.cluster_centers_, fitted)
+    _assert_describes(km, batch, w, given)
+    km.partial_fit(X[150:200])
+    _assert_describes(km, X[150:200])
+
+
+def test_stream_attributes_far_from_the_origin():
+    # Check that the batch's labels_ and inertia_ are those of the centres
+    # as returned, also where the stream works on centred rows (an offset of
+    # 1e15 rounds the returned centres to multiples of 0.125).
+    X = blobs(4, n_samples=400, n_features=2, centers=3) + 1e15
+    km = RBFKMeans(n_clusters=3, sigma=0.5, random_state=0)
+    for start in range(0, 400, 100):
+        km.partial_fit(X[start : start + 100])
+        assert_array_equal(km.labels_, km.predict(X[start : start + 100]))
+        assert km.inertia_ == -km.score(X[start : start + 100])
+    assert km.labels_.shape == (100,)
+
+
+def test_stream_attributes_of_a_dask_array_are_its_last_block(synchronous_dask):
+    # Check that a dask array, one step per block, leaves labels_ and
+    # inertia_ of its last block: as the same blocks fed one by one.
+    import dask.array as da
+
+    X = blobs(5, n_samples=600, n_features=2, centers=3)
+    km = RBFKMeans(n_clusters=3, random_state=0).partial_fit(
+        da.from_array(X, chunks=(250, 2))
+    )
+    ref = RBFKMeans(n_clusters=3, random_state=0)
+    for start in (0, 250, 500):
+        ref.partial_fit(X[start : start + 250])
+    assert isinstance(km.labels_, np.ndarray)
+    assert_array_equal(km.labels_, ref.labels_)
+    assert_allclose(km.inertia_, ref.inertia_, rtol=1e-12)
+    _assert_describes(km, X[500:])
+
+
+@pytest.mark.parametrize("start", ["fit", "partial_fit"])
+def test_other_n_clusters_raises_naming_it(start):
+    # Check that set_params(n_clusters=5) on a model of 3 centres, then
+    # partial_fit, raises a ValueError naming n_clusters and both counts
+    # (it was a raw "operands could not be broadcast together with shapes
+    # (5,) (3,)"), leaves the model as it was, and that the model continues
+    # with n_clusters set back and a clone streams with 5.
+    X = blobs(6, n_samples=300, n_features=2, centers=3)
+    km = RBFKMeans(n_clusters=3, random_state=0)
+    getattr(km, start)(X)
+    centers = km.cluster_centers_.copy()
+    km.set_params(n_clusters=5)
+    with pytest.raises(ValueError, match=r"n_clusters=5 .* 3 centres.* n_clusters=3"):
+        km.partial_fit(X[:100])
+    assert_array_equal(km.cluster_centers_, centers)
+    km.set_params(n_clusters=3).partial_fit(X[:100])
+    assert km.cluster_centers_.shape == (3, 2)
+    fresh = clone(km).set_params(n_clusters=5).partial_fit(X)
+    assert fresh.cluster_centers_.shape == (5, 2)
