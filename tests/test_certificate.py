@@ -258,3 +258,21 @@ def test_certified_width_is_one_hot_for_returned_centres(dtype, offset):
             _assert_one_hot_at_sigma(km, X)
     # Separated blobs: the fits are certified, not refused.
     assert certified >= 25
+
+
+def test_rounding_that_moves_a_row_is_not_certified():
+    # Check two blobs at 1e15 whose centres, rounded to multiples of 0.125
+    # on their way back to the user's units, put two rows nearer the other
+    # centre than the centres certified: the fit is not certified (it was,
+    # with every margin of both sets of centres positive). predict(X) is
+    # the returned centres' nearest, by exact arithmetic.
+    X = make_blobs(
+        60, centers=2, cluster_std=1.0, center_box=(-2, 2), random_state=3
+    )[0] + 1e15  # fmt: skip
+    km = _fit(X, n_clusters=2)
+    C = [[Fraction(float(v)) for v in c] for c in km.cluster_centers_]
+    for x, label in zip(X, km.predict(X)):
+        x = [Fraction(float(v)) for v in x]
+        d = [sum((a - b) ** 2 for a, b in zip(x, c)) for c in C]
+        assert d[label] < d[1 - label]
+    assert not km.certified_
