@@ -290,9 +290,8 @@ def test_second_interrupt_keeps_the_previous_model(make, method):
         lambda: copy.deepcopy(est), lambda e: _fitting_call(e, method, X_new)()
     )
     first = counter // 2
-    n_events = _TwoInterrupts(first).run(
-        _fitting_call(copy.deepcopy(est), method, X_new)
-    ).events
+    counting = _fitting_call(copy.deepcopy(est), method, X_new)
+    n_events = _TwoInterrupts(first).run(counting).events
     assert n_events > 0
     for second in range(1, n_events + 1):
         refit = copy.deepcopy(est)
