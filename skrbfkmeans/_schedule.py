@@ -269,7 +269,10 @@ class Schedule:
             tol=stage_tolerance(tol, sigma),
         )  # fmt: skip
         k = self.n_clusters
-        self.groups = Groups(centers, np.zeros(k), np.arange(k))
+        # Each copy its own group from here; the split widths stay those the
+        # annealing recorded (a fresh tree read every split as width 0).
+        tree = self.groups.copy_tree()
+        self.groups = Groups(centers, np.zeros(k), np.arange(k), tree)
         return it, conv
 
     def measure(self, last):

@@ -608,3 +608,17 @@ def test_n_iter_counts_the_final_lloyd_run():
     # more (confirming) iteration than plain Lloyd needs.
     assert n_iter <= km.n_iter_ <= min(n_iter + 1, km.max_iter)
     assert km.n_iter_total_ > km.n_iter_ + len(km.sigma_path_) - 2
+
+
+def test_split_tree_with_a_numeric_sigma_end():
+    # Check that a fit stopped at a numeric sigma_end keeps the split widths
+    # of its annealing (they were all 0): each join of split_linkage_ at a
+    # critical width the fit recorded, above sigma_end, and the tree that of
+    # the same schedule run to a hard end.
+    X = make_blobs(120, centers=4, cluster_std=0.6, random_state=0)[0]
+    stopped = AnnealedRBFKMeans(3, sigma_end=0.5).fit(X)
+    hard = AnnealedRBFKMeans(3).fit(X)
+    heights = stopped.split_linkage_[:, 2]
+    assert np.all(heights > 0.5)
+    assert np.all(np.isin(heights, stopped.critical_sigmas_))
+    assert_array_equal(stopped.split_linkage_, hard.split_linkage_)
