@@ -21,6 +21,7 @@ from contextlib import contextmanager
 import joblib
 import numpy as np
 import pytest
+import sklearn
 from _data import ACTIVATIONS, blobs
 from numpy.testing import assert_array_equal
 from sklearn.datasets import make_blobs
@@ -293,9 +294,17 @@ def test_second_interrupt_keeps_the_previous_model(make, method):
     counting = _fitting_call(copy.deepcopy(est), method, X_new)
     n_events = _TwoInterrupts(first).run(counting).events
     assert n_events > 0
+    config = sklearn.get_config()
     for second in range(1, n_events + 1):
         refit = copy.deepcopy(est)
-        _TwoInterrupts(first, second).run(_fitting_call(refit, method, X_new))
+        try:
+            _TwoInterrupts(first, second).run(_fitting_call(refit, method, X_new))
+        finally:
+            # An interrupt can land inside scikit-learn's own config_context
+            # (the fit's skip_parameter_validation) and leave its global
+            # setting behind: put it back, or later tests' parameter checks
+            # are skipped.
+            sklearn.set_config(**config)
         assert refit.get_params() == params
         assert_same_state(refit, before)
     assert_same_outputs(refit, X_old, expected)
