@@ -328,12 +328,22 @@ class _BaseRBFKMeans(
         fit made one; None: one pass gives the labels and the inertia.
         Returns nothing.
         """
+        units = rows.units
+        user_centers = units.to_user_points(centers)
+        # The labels and the inertia are those of the centres as returned:
+        # brought back into working units (as predict and score do) they can
+        # differ from ``centers`` by the rounding of the conversion (data far
+        # from the origin), and a row near a tie can change side.
+        returned = units.to_working_points(user_centers).astype(
+            centers.dtype, copy=False
+        )
+        if not np.array_equal(returned, centers):
+            centers, inertia = returned, None
         if inertia is None:
             counts, inertia = rows.labels_inertia(centers)
-        units = rows.units
         fitted = dict(
             own,
-            cluster_centers_=units.to_user_points(centers),
+            cluster_centers_=user_centers,
             labels_=rows.labels(centers),
             inertia_=float(units.to_user_energy(inertia)),
             sigma_=sigma,
