@@ -18,6 +18,19 @@ def compiling():
     return torch.compiler.is_compiling()
 
 
+def work_dtype(*dtypes):
+    """Return the dtype the distances are computed in: float32 at least.
+
+    float16 and bfloat16 compute in float32 (mixed precision keeps the
+    sensitive part in float32); a mixture (bfloat16 codes against float32
+    centres under autocast) computes in the wider of the two.
+    """
+    dtype = torch.float32
+    for other in dtypes:
+        dtype = torch.promote_types(dtype, other)
+    return dtype
+
+
 def check_sigma(sigma):
     """Return ``sigma`` (a real number or a 0-d tensor) as a float ``>= 0``."""
     if isinstance(sigma, torch.Tensor):

@@ -28,20 +28,6 @@ from typing import NamedTuple
 
 import torch
 
-
-def work_dtype(*dtypes):
-    """Return the dtype the distances are computed in: float32 at least.
-
-    float16 and bfloat16 compute in float32 (mixed precision keeps the
-    sensitive part in float32); a mixture (bfloat16 codes against float32
-    centres under autocast) computes in the wider of the two.
-    """
-    dtype = torch.float32
-    for other in dtypes:
-        dtype = torch.promote_types(dtype, other)
-    return dtype
-
-
 # The exponent field of each working dtype, read through an integer view.
 _EXPONENT_BITS = {
     torch.float32: (torch.int32, 0x7F800000),
@@ -64,10 +50,9 @@ class Geometry(NamedTuple):
     """A batch of rows against the centres, each row in its own units."""
 
     a: torch.Tensor  # (n, d): (z_i - offset) / r_i
-    b: torch.Tensor  # (k, d): (mu_j - offset) / c
     r: torch.Tensor  # (n, 1): each row's power of 2
     c: torch.Tensor  # (): the centres' power of 2
-    h: torch.Tensor  # (n, k): 2 a_i . b_j - (c / r_i) |b_j|^2
+    h: torch.Tensor  # (n, k): 2 a_i . b_j - (c / r_i) |b_j|^2, b = (mu - offset) / c
     h_max: torch.Tensor  # (n, 1): the row's largest h (its nearest centre)
     zo: torch.Tensor  # (n, d): z_i - offset
     mo: torch.Tensor  # (k, d): mu_j - offset
@@ -92,7 +77,7 @@ def geometry(z, centers):
         minus_rho = -c / r
     a, b = zo / r, mo / c
     h = torch.addmm(minus_rho * (b * b).sum(dim=1), a, b.T, alpha=2.0)
-    return Geometry(a, b, r, c, h, h.detach().amax(dim=1, keepdim=True), zo, mo)
+    return Geometry(a, r, c, h, h.detach().amax(dim=1, keepdim=True), zo, mo)
 
 
 def score_factor(geo, sigma):
@@ -122,11 +107,13 @@ def gaps(geo):
     return (geo.h_max - geo.h).clamp(min=0.0)
 
 
-def nearest_distance(geo):
-    """``d_i,min = r_i^2 |a_i|^2 - r_i c h_i,max``, clipped at 0 (n,).
+def squared_distances(geo, h):
+    """``d = r_i^2 |a_i|^2 - r_i c h``, clipped at 0, for ``h`` of the rows.
 
-    Multiplied by ``r_i`` twice, so that it overflows only where its value
-    does.
+    ``h`` is ``geo.h`` (every centre, n x k) or ``geo.h_max`` (the nearest,
+    n x 1). Multiplied by ``r_i`` twice, so that it overflows only where its
+    value does.
     """
-    inner = geo.r[:, 0] * (geo.a * geo.a).sum(dim=1) - geo.c * geo.h_max[:, 0]
-    return (inner * geo.r[:, 0]).clamp(min=0.0)
+    r = geo.r
+    inner = r * (geo.a * geo.a).sum(dim=1, keepdim=True) - geo.c * h
+    return (inner * r).clamp(min=0.0)

@@ -6,8 +6,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from ._checks import check_activation, check_codes, check_row_weights, check_sigma
-from ._geometry import geometry, score_factor, work_dtype
+from ._checks import (
+    check_activation,
+    check_codes,
+    check_row_weights,
+    check_sigma,
+    work_dtype,
+)
+from ._geometry import geometry, score_factor
+from ._geometry import squared_distances as _distances
 from ._loss import rbf_kmeans_loss, responsibilities, without_autocast
 
 
@@ -32,9 +39,7 @@ def squared_distances(z, centers):
     value does.
     """
     geo = _row_geometry(z, centers)
-    r = geo.r
-    d = r * (r * (geo.a * geo.a).sum(dim=1, keepdim=True) - geo.c * geo.h)
-    return d.clamp(min=0.0)
+    return _distances(geo, geo.h)
 
 
 def margins(z, centers):

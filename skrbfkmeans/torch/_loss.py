@@ -19,15 +19,15 @@ from ._checks import (
     check_row_weights,
     compiling,
     width_tensor,
+    work_dtype,
 )
 from ._functions import apply, attach_forms
 from ._geometry import (
     gaps,
     geometry,
-    nearest_distance,
     score_factor,
     scores,
-    work_dtype,
+    squared_distances,
 )
 from ._maps import entmax15, entmax15_probs
 
@@ -88,7 +88,7 @@ def free_energy(geo, factor, activation):
         phi = (R * delta).sum(dim=1) + _entropy_gap(R) / f
     phi = torch.minimum(phi.clamp(min=0.0), delta.mean(dim=1))
     # r and c separately: their product may overflow where the term does not.
-    F = nearest_distance(geo) + (geo.r[:, 0] * phi) * geo.c
+    F = squared_distances(geo, geo.h_max)[:, 0] + (geo.r[:, 0] * phi) * geo.c
     return F, R
 
 
@@ -127,8 +127,6 @@ class _RBFKMeansLoss(torch.autograd.Function):
     with autograd through the map, so the second derivatives are exact
     instead of treating ``R`` as a constant.
     """
-
-    generate_vmap_rule = True
 
     @staticmethod
     def forward(z, centers, w, sigma, activation, mean, weighted):

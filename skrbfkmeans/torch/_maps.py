@@ -28,6 +28,7 @@ import numbers
 
 import torch
 
+from ._checks import work_dtype
 from ._functions import apply, attach_forms
 from ._thresholds import (
     _bisect,
@@ -37,7 +38,6 @@ from ._thresholds import (
     _sparsemax_threshold,
     _to,
     _traced,
-    _work_dtype,
 )
 
 __all__ = ["entmax15", "sparsemax", "entmax_bisect"]
@@ -68,7 +68,7 @@ def _jacobian_product(p, g, alpha, dim):
     where that of ``sqrt(p)`` at 0 would be infinite and give NaN.
     """
     dtype = p.dtype
-    p = _to(p, _work_dtype(dtype))
+    p = _to(p, work_dtype(dtype))
     g = _to(g, p.dtype)
     scale = None
     # Grad mode in a backward means create_graph (the product is to be

@@ -15,10 +15,7 @@ import math
 
 import torch
 
-
-def _work_dtype(dtype):
-    """float16 and bfloat16 compute in float32 (the NumPy maps do the same)."""
-    return dtype if dtype in (torch.float32, torch.float64) else torch.float32
+from ._checks import work_dtype
 
 
 def _to(x, dtype):
@@ -65,7 +62,7 @@ def _shifted(x, dim, alpha):
     ``torch.softmax``. Differences beyond the dtype's range overflow to
     ``-inf``, their exact limit, and are clamped with the other non-candidates.
     """
-    x = _to(x, _work_dtype(x.dtype))
+    x = _to(x, work_dtype(x.dtype))
     if alpha > 2.0 and alpha - 1.0 > torch.finfo(x.dtype).max:
         # The scale itself would overflow (and 0 * inf make the maximum NaN).
         x = x.to(torch.float64)
