@@ -286,10 +286,17 @@ class IncrementalLloyd:
         n_features = rows.X.shape[1]
         return (n_features + 2) * eps * float(rows.w @ (rows.x_sq + mu_sq))
 
-    def lower_than(self, other):
-        """Whether this state's inertia is below ``other``'s beyond rounding."""
-        margin = self.inertia_rounding() + other.inertia_rounding()
-        return self.inertia() < other.inertia() - margin
+    def ceiling(self):
+        """Return the inertia a rival must beat: ours less its rounding bound."""
+        return self.inertia() - self.inertia_rounding()
+
+    def below(self, ceiling):
+        """Whether the inertia, plus its rounding bound, is below ``ceiling``.
+
+        With ``ceiling`` another state's (:meth:`ceiling`), whether this
+        state is lower beyond the rounding of both inertias.
+        """
+        return self.inertia() + self.inertia_rounding() < ceiling
 
 
 class _Bounds:

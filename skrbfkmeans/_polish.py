@@ -242,7 +242,7 @@ def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
 
     if single_moves:
         state = settle(state)
-    inertia = state.inertia()
+    inertia, ceiling = state.inertia(), state.ceiling()
     moves = []
     k = centers.shape[0]
     while k > 1 and (max_moves is None or len(moves) < max_moves):
@@ -258,12 +258,12 @@ def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
             # gain within it can be noise, and a search that keeps noise
             # need never end (float32 duplicates: a move and its inverse
             # both "lower").
-            if trial.lower_than(state):
+            if trial.below(ceiling):
                 state, n_iter_last = trial, it
                 moves.append((j, c))
                 if single_moves:
                     state = settle(state)
-                inertia = state.inertia()
+                inertia, ceiling = state.inertia(), state.ceiling()
                 break
         else:
             break  # a whole pass kept nothing
@@ -286,14 +286,14 @@ def boundary_moves(rows, centers, *, budget, max_iter=300):
     """
     state = IncrementalLloyd(rows, centers)
     state.run(max_iter)
-    inertia = state.inertia()
+    inertia, ceiling = state.inertia(), state.ceiling()
     spent = 0
     for a, b, trial in _all_trials(state):
         if spent >= budget:
             break
         it, _ = trial.run(max_iter, moved=[a, b])
         spent += it
-        if trial.lower_than(state):  # beyond rounding, as in polish
+        if trial.below(ceiling):  # beyond rounding, as in polish
             return trial.centers, trial.inertia(), True, it, spent
     return centers, inertia, False, 0, spent
 

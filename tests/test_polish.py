@@ -206,7 +206,7 @@ def _rounding_case():
 
 
 def test_a_gain_within_rounding_is_no_move():
-    # Check that lower_than tells a real gain from rounding: a state is not
+    # Check that below/ceiling tell a real gain from rounding: a state is not
     # lower than itself nor than a copy whose partial distances moved by
     # less than the bound, and a state whose inertia is lower by more than
     # the bound is lower (the explicit inertias as the reference).
@@ -218,13 +218,13 @@ def test_a_gain_within_rounding_is_no_move():
     good = IncrementalLloyd(rows, start)
     good.run(300)
     bad = IncrementalLloyd(rows, rows.units.to_working_points(X[[0, 1, 2, 3]]))
-    assert not good.lower_than(good)
+    assert not good.below(good.ceiling())
     noisy = good.copy()
     noisy.e_own = noisy.e_own - 0.4 * good.inertia_rounding() / X.shape[0]
-    assert not noisy.lower_than(good)
+    assert not noisy.below(good.ceiling())
     user = rows.units.to_user_points
     assert distortion(X, user(good.centers)) < distortion(X, user(bad.centers))
-    assert good.lower_than(bad) and not bad.lower_than(good)
+    assert good.below(bad.ceiling()) and not bad.below(good.ceiling())
 
 
 def test_searches_end_where_the_inertia_is_rounding():
