@@ -334,10 +334,8 @@ class _BaseRBFKMeans(
         # brought back into working units (as predict and score do) they can
         # differ from ``centers`` by the rounding of the conversion (data far
         # from the origin), and a row near a tie can change side.
-        returned = units.to_working_points(user_centers).astype(
-            centers.dtype, copy=False
-        )
-        if not np.array_equal(returned, centers):
+        returned = units.returned_points(centers)
+        if returned is not None:
             centers, inertia = returned, None
         if inertia is None:
             counts, inertia = rows.labels_inertia(centers)

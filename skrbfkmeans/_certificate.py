@@ -540,20 +540,6 @@ def explicit_fixed_point(X, sample_weight, centers, guess=None):
     return margin, fixed, stable
 
 
-def returned_centers(units, centers):
-    """Return the centres as a fit returns them, back in working ``units``.
-
-    A fit returns ``units.to_user_points(centers)`` and predicts with those
-    centres brought back into working units, in their dtype (as
-    ``predict_proba`` does). Far from the origin, or for data scaled by
-    ``units``, the trip rounds them (to the spacing of the user's numbers
-    near the offset: 0.125 at 1e15). Returns None when it leaves them
-    exactly as they are (always in the user's own units).
-    """
-    returned = units.to_working_points(units.to_user_points(centers))
-    return None if np.array_equal(returned, centers) else returned
-
-
 def margin_checks(rows, centers):
     """Return the engine's smallest margin and the explicit check of ``rows``.
 
@@ -561,7 +547,7 @@ def margin_checks(rows, centers):
     of the engine's distances over the rows of positive weight, and
     ``explicit_fixed_point``'s ``(margin, fixed, stable)``, or None where
     the engine's margin already refuses. Where the units of rows in memory
-    round the centres the user gets (``returned_centers``), both margins
+    round the centres the user gets (``Units.returned_points``), both margins
     are the smaller of those of ``centers`` and of the returned centres
     (one more pass each), and a nearest centre that the rounding changes
     refuses (margin 0). Rows in memory take two passes;
@@ -580,7 +566,7 @@ def margin_checks(rows, centers):
             return margin, None
         # The engine's labels only order the explicit check's work.
         explicit = explicit_fixed_point(rows.X, rows.w, centers, labels)
-        returned = returned_centers(rows.units, centers)
+        returned = rows.units.returned_points(centers)
         if returned is None:
             return margin, explicit
         # The width must make the centres the user gets one-hot too: their

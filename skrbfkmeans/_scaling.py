@@ -56,6 +56,22 @@ class Units(NamedTuple):
             out = out + self.shift.astype(out.dtype, copy=False)
         return out
 
+    def returned_points(self, centers):
+        """Return working-unit centres as a fit returns them, back in working units.
+
+        A fit returns ``to_user_points(centers)``, and ``predict``,
+        ``predict_proba`` and ``score`` bring those back with
+        ``to_working_points``. Far from the origin, or for data scaled by
+        the units, the trip rounds them (to the spacing of the user's
+        numbers near the offset: 0.125 at 1e15). Returns None when it
+        leaves them exactly as they are (always in the user's own units).
+        """
+        if self.identity:
+            return None
+        returned = self.to_working_points(self.to_user_points(centers))
+        returned = returned.astype(centers.dtype, copy=False)
+        return None if np.array_equal(returned, centers) else returned
+
     def to_working_length(self, x):
         """Return a length in the user's units (a width) in working units."""
         return float(x) / self.scale
