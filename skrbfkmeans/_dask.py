@@ -215,10 +215,6 @@ def _add(*parts):
     return tuple(sum(items[1:], start=items[0]) for items in zip(*parts))
 
 
-def _minimum(*parts):
-    return min(parts)
-
-
 # The sums of the summary (``_add``), then the extremes and the blocks' weights.
 _N_SUMS = 7
 
