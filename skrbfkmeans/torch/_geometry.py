@@ -2,7 +2,7 @@
 
 A layer's output for a row must depend on that row and the layer's state
 only. So nothing here is a statistic of the batch: the centring point is the
-midrange of the centres, and every row is divided by its own power of 2 (the
+first centre, and every row is divided by its own power of 2 (the
 largest at most its magnitude, and never below the centres'), so that a
 squared distance neither overflows nor underflows unless its true value does,
 and a row at 1e17 or a NaN row changes no other row's result.
@@ -16,9 +16,9 @@ centres, ``|b|`` below 2), and ``rho_i = c / r_i <= 1``::
 
 The row's distances differ from its nearest one by ``r_i c (h_i,max -
 h_ij)``, and its scores at temperature ``T = 2 sigma^2`` are ``f_i (h_ij -
-h_i,max)`` with ``f_i = r_i c / T``. ``f_i`` is a power of 2 read from
-the exponents (no ``r_i c`` or ``1 / T`` that may overflow), clamped to the
-dtype's normal range: its limits are the hard assignment and uniform
+h_i,max)`` with ``f_i = r_i c / T``, computed as ``r_i (c / sigma) (0.5 /
+sigma)`` (no ``T``, ``1 / T`` or ``r_i c`` that may leave the range) and
+clamped to the dtype's normal range: its limits are the hard assignment and uniform
 responsibilities, which the clamped factor reproduces to working precision.
 Every step is a tensor operation with no read on the host, so the layer
 compiles once whatever the width.

@@ -1,9 +1,9 @@
 """The RBF K-Means free energy as a PyTorch function, with its Danskin backward.
 
 Distances come from :mod:`._geometry`: each row in its own units, centred on
-the centres (never on the batch), so a row's loss term and gradient depend on
-that row and the centres only. The temperature enters as a per-row factor
-read from exponents, clamped to the dtype's normal range: its limits are the
+the first centre (never on the batch), so a row's loss term and gradient
+depend on that row and the centres only. The temperature enters as a per-row
+factor clamped to the dtype's normal range: its limits are the
 hard assignment and uniform responsibilities, which a clamped factor
 reproduces to working precision.
 """
@@ -284,7 +284,7 @@ def rbf_kmeans_loss(
     the candidates for entmax-1.5).
 
     The distances are computed with each row in its own units (centred on
-    the midrange of the centres, divided by a power of 2 of the row's
+    the first centre, divided by a power of 2 of the row's
     magnitude), so a row's term and gradient depend on that row and the
     centres only: a NaN row gives a NaN loss (it is a sum) but leaves every
     other row's gradient ``dF/dz_i`` as it was.
