@@ -10,13 +10,13 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from ._anneal import (
     Settings,
     anneal,
-    anneal_auto,
     counted,
     first_critical_sigma,
     kmeans_from_init,
     start_and_final_activations,
 )
 from ._base import _BaseRBFKMeans, all_or_nothing
+from ._count import anneal_auto, count_attributes
 from ._finish import finish_on_every_row
 from ._iterations import ACTIVATIONS
 from ._policy import one_blas_thread
@@ -664,27 +664,5 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             n_clusters_=result.centers.shape[0],
             cluster_count_lifetimes_=result.count_lifetimes,
             split_linkage_=user.split_linkage,
-            **self._count_choice(result),
+            **count_attributes(result.count_choice, result.centers.shape[0]),
         )
-
-    def _count_choice(self, result):
-        """Return ``cluster_count_margin_`` of "auto"; warn if no count stands out.
-
-        The margin is how much the chosen count outlives the runner-up, in
-        cooling steps; the schedule sees the counts only at its stages, so a
-        margin of one step or less says no count stood out.
-        """
-        if result.count_margin is None:
-            return {}
-        margin = result.count_margin
-        if margin <= 1.0:
-            warn_user(
-                f"n_clusters='auto': no count of clusters outlived the others "
-                f"by more than one cooling step (the chosen {result.centers.shape[0]} "
-                f"by {margin:.3g}); the choice is a fallback, not a structure "
-                "of the data. Look at cluster_count_lifetimes_ (for example "
-                "with skrbfkmeans.plotting.plot_cluster_lifetimes) and pass "
-                "n_clusters.",
-                UserWarning,
-            )
-        return {"cluster_count_margin_": margin}

@@ -50,7 +50,8 @@ def test_count_margin_keeps_differences_above_rounding():
     # counts 2 and 3 live one step each: the same step computed along two
     # ladders (equal to rounding) gives 0, a step longer by 1e-12 in
     # log-width (far above eps) gives that difference in cooling steps.
-    from skrbfkmeans._anneal import count_lifetimes, count_margin, lifetime_rounding
+    from skrbfkmeans._anneal import count_lifetimes
+    from skrbfkmeans._count import count_margin, lifetime_rounding
 
     step = -0.5 * np.log(0.9)
     for extra, expected in [(0.0, 0.0), (1e-12, 1e-12 / step)]:

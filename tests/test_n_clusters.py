@@ -17,7 +17,8 @@ from scipy.spatial.distance import squareform
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skrbfkmeans import AnnealedRBFKMeans
-from skrbfkmeans._anneal import choose_count, count_lifetimes
+from skrbfkmeans._anneal import count_lifetimes
+from skrbfkmeans._count import choose_count
 
 # Every fitted attribute that the auto fit must share with the fit at
 # n_clusters=n_clusters_ (all but n_iter_total_ and the lifetimes).
