@@ -600,7 +600,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             )
         elif self.n_clusters == "auto":
             result = anneal_auto(
-                rows, self.max_clusters, runs.settings, sigma_start=runs.sigma_start
+                rows,
+                self.max_clusters,
+                runs.settings,
+                sigma_start=runs.sigma_start,
+                random_state=setup.random_state,
             )
         else:
             result = anneal(

@@ -85,7 +85,7 @@ def count_margin(lifetimes, chosen, resolution, rounding):
     return float(difference / resolution)
 
 
-def anneal_auto(rows, max_clusters, settings, *, sigma_start):
+def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None):
     """Anneal, choose the number of clusters by lifetime, fit with it.
 
     The schedule runs from the weighted mean as for ``max_clusters + 1``
