@@ -12,8 +12,27 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._anneal import _Path, _run_stages, _schedule, anneal, count_lifetimes, counted
+from ._anneal import (
+    _Path,
+    _run_stages,
+    _schedule,
+    anneal,
+    count_lifetimes,
+    counted,
+    first_critical_sigma,
+)
+from ._rows import MemoryRows, weight_sample
 from ._validation import warn_user
+
+# The references: how many, and how many rows each (at most; the data's
+# weight in samples when smaller). No reference (0, benchmarks only) chooses
+# the longest-lived count (``choose_count``) alone.
+N_REFERENCES = 3
+REFERENCE_ROWS = 1000
+# The rule's tolerance on the cumulative gap: the larger of this many
+# cooling steps and this many standard errors of the references'.
+TOLERANCE_STEPS = 1.0
+TOLERANCE_SE = 1.0
 
 
 class CountChoice(NamedTuple):
@@ -22,6 +41,139 @@ class CountChoice(NamedTuple):
     lifetimes: np.ndarray
     # How long the chosen count outlives the runner-up, in cooling steps.
     margin: float
+    # The references' lifetimes (one row per reference), the cumulative gap
+    # per count and the tolerance the choice used (log-width).
+    reference_lifetimes: np.ndarray = None
+    gap: np.ndarray = None
+    tolerance: float = 0.0
+
+
+def principal_box(rows, n_sample):
+    """Return the data's principal axes and the box of the rows along them.
+
+    Returns ``(axes, low, high)``: ``axes`` (r x d, orthonormal rows) from
+    the weighted covariance of at most ``n_sample`` rows (``weight_sample``'s
+    stratified draw: it depends on the data only), ``low`` and ``high`` the
+    smallest and largest coordinate of every row of positive weight along
+    each axis, about the weighted mean. Sparse rows are made dense on the
+    sample only.
+    """
+    X, w = rows.X, np.asarray(rows.w, dtype=np.float64)
+    W = float(w.sum())
+    mean = np.asarray(X.T @ w, dtype=np.float64).ravel() / W
+    if w.shape[0] > n_sample:
+        idx, counts = weight_sample(w, n_sample)
+        Xs, ws = X[idx], counts.astype(np.float64)
+    else:
+        Xs, ws = X, w
+    Xs = Xs.toarray() if hasattr(Xs, "toarray") else np.asarray(Xs)
+    centred = (Xs.astype(np.float64) - mean) * np.sqrt(ws / ws.sum())[:, None]
+    _, _, axes = np.linalg.svd(centred, full_matrices=False)
+    coords = np.asarray(X @ axes.T.astype(X.dtype), dtype=np.float64)
+    coords = coords[w > 0] - mean @ axes.T
+    return axes, coords.min(axis=0), coords.max(axis=0)
+
+
+def reference_rows(box, n_rows, rng, dtype):
+    """Rows drawn uniformly in ``box`` (``principal_box``), unit weights.
+
+    The rows are centred on the box's origin (the data's mean): lifetimes
+    do not depend on where the data lie.
+    """
+    axes, low, high = box
+    Z = rng.uniform(low, high, size=(n_rows, low.shape[0]))
+    X = np.ascontiguousarray(Z @ axes, dtype=dtype)
+    return MemoryRows(X, np.ones(n_rows, dtype=dtype), np.zeros(X.shape[1], dtype))
+
+
+def explore(rows, max_clusters, settings, sigma_start):
+    """Run the exploration; return ``(path, n_iter, lifetimes)``.
+
+    The schedule runs as for ``max_clusters + 1`` clusters until more than
+    ``max_clusters`` distinct centres exist, or no group can split (the
+    last count then lives for ever).
+    """
+    sched = _schedule(rows, max_clusters + 1, settings, None, sigma_start)
+    path = _Path()
+    n_iter, _, _ = _run_stages(
+        sched, path, settings, T_end=None, max_count=max_clusters
+    )
+    stopped = path.n[-1] > max_clusters  # else no group could split further
+    lifetimes = count_lifetimes(path.sigma, path.n, max_clusters, open_end=not stopped)
+    return path, n_iter, lifetimes
+
+
+def reference_lifetimes(rows, max_clusters, settings, rng, *, n_references=None,
+                        n_rows=None):  # fmt: skip
+    """Lifetimes of the exploration on structureless references of the data.
+
+    Each reference is ``n_rows`` rows drawn uniformly in the bounding box
+    of the data's principal components (``principal_box``; the gap
+    statistic's reference (b), Tibshirani, Walther and Hastie 2001), at
+    most ``REFERENCE_ROWS`` and no more than the data's weight in samples;
+    the exploration runs on it with the data's settings from just above its
+    own first critical width (no fit after it). Returns an array
+    ``(n_references, max_clusters)``; a count that could split no further
+    (``inf``) is given the lifetime 0.
+    """
+    n_references = N_REFERENCES if n_references is None else n_references
+    if n_rows is None:
+        units = float(np.sum(rows.w)) / settings.mass_unit
+        n_rows = int(min(REFERENCE_ROWS, max(max_clusters + 1, round(units))))
+    box = principal_box(rows, n_rows)
+    ref_settings = settings._replace(verbose=0, mass_unit=1.0)
+    out = np.zeros((n_references, max_clusters))
+    for b in range(n_references):
+        ref = reference_rows(box, n_rows, rng, rows.X.dtype)
+        sigma = first_critical_sigma(ref, settings.start_activation)
+        _, _, life = explore(ref, max_clusters, ref_settings, sigma)
+        out[b] = np.where(np.isinf(life), 0.0, life)
+    return out
+
+
+def cumulative_gap(lifetimes, references):
+    """Return the cumulative gap of every count and its standard error.
+
+    ``G(c) = sum_{j=2..c} (L(j) - mean_b R_b(j))`` for ``c = 1 ..
+    max_clusters`` (``G(1) = 0``): the log-width the data's exploration
+    spends from its first split to the end of count ``c``, beyond the
+    references'. ``se(c)`` is the references' standard deviation of
+    ``sum_{j=2..c} R_b(j)`` times ``sqrt(1 + 1 / B)`` (as the gap
+    statistic's). An infinite lifetime (a count that could split no
+    further) makes ``G`` infinite from that count on.
+    """
+    lifetimes = np.asarray(lifetimes, dtype=np.float64)
+    references = np.atleast_2d(np.asarray(references, dtype=np.float64))
+    diff = lifetimes.copy()
+    diff[0] = 0.0
+    diff[1:] -= references[:, 1:].mean(axis=0)
+    with np.errstate(invalid="ignore"):
+        gap = np.cumsum(diff)
+    cum_ref = np.cumsum(references[:, 1:], axis=1)
+    B = references.shape[0]
+    se = np.zeros(lifetimes.size)
+    if B > 1:
+        se[1:] = cum_ref.std(axis=0, ddof=1) * np.sqrt(1.0 + 1.0 / B)
+    return gap, se
+
+
+def choose_count_gap(gap, se, step, steps=None, se_factor=None):
+    """Return the smallest count whose gap is within tolerance of the largest.
+
+    The tolerance is the larger of ``steps`` cooling steps (``step`` in
+    log-width: the schedule sees counts only at its stages) and
+    ``se_factor`` standard errors of the references at the largest gap.
+    ``G(1) = 0``: one cluster (no structure) is chosen when no count's gap
+    exceeds 0 by more than the tolerance. Returns ``(count, tolerance)``.
+    """
+    steps = TOLERANCE_STEPS if steps is None else steps
+    se_factor = TOLERANCE_SE if se_factor is None else se_factor
+    gap = np.asarray(gap, dtype=np.float64)
+    if np.isinf(gap).any():
+        return int(np.flatnonzero(np.isinf(gap))[0]) + 1, 0.0
+    best = int(np.argmax(gap))
+    tolerance = max(steps * step, se_factor * float(se[best]))
+    return int(np.flatnonzero(gap >= gap[best] - tolerance)[0]) + 1, tolerance
 
 
 def lifetime_rounding(sigmas, counts, n_max):
@@ -85,67 +237,122 @@ def count_margin(lifetimes, chosen, resolution, rounding):
     return float(difference / resolution)
 
 
-def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None):
-    """Anneal, choose the number of clusters by lifetime, fit with it.
+def gap_margin(gap, chosen, step):
+    """How far the chosen count's cumulative gap rises above every smaller count's.
 
-    The schedule runs from the weighted mean as for ``max_clusters + 1``
-    clusters and stops at the first stage with more than ``max_clusters``
-    distinct centres (or when no group can split). Up to there its path is
-    the path of every fit with at least that many clusters (the split
-    decisions do not depend on the number of clusters). ``count_lifetimes``
-    measures each count on it, ``choose_count`` picks one, and ``anneal``
-    fits that many clusters; its result is returned with the exploration's
-    lifetimes, and its iterations added to ``n_iter``.
+    In units of ``step`` (one cooling step): ``(G(chosen) - max_{c <
+    chosen} G(c)) / step``, with ``G(1) = 0``. Returns 0 when one cluster
+    was chosen and ``inf`` when the chosen count could split no further
+    (its gap is infinite).
     """
-    sched = _schedule(rows, max_clusters + 1, settings, None, sigma_start)
-    path = _Path()
-    n_explore, _, _ = _run_stages(
-        sched, path, settings, T_end=None, max_count=max_clusters
-    )
-    stopped = path.n[-1] > max_clusters  # else no group could split further
-    lifetimes = count_lifetimes(path.sigma, path.n, max_clusters, open_end=not stopped)
+    if chosen < 2:
+        return 0.0
+    rise = gap[chosen - 1] - np.max(gap[: chosen - 1])
+    return float("inf") if np.isinf(rise) else float(rise / step)
+
+
+def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None):
+    """Anneal, choose the number of clusters against references, fit with it.
+
+    The exploration (``explore``) runs from the weighted mean as for
+    ``max_clusters + 1`` clusters and stops at the first stage with more
+    than ``max_clusters`` distinct centres (or when no group can split). Up
+    to there its path is the path of every fit with at least that many
+    clusters (the split decisions do not depend on the number of clusters).
+    ``count_lifetimes`` measures each count on it; the same exploration on
+    ``N_REFERENCES`` structureless references (``reference_lifetimes``,
+    drawn with a seed taken once from ``random_state``) gives the lifetimes
+    a count has without structure, ``cumulative_gap`` the difference and
+    ``choose_count_gap`` the count; ``anneal`` fits that many clusters. Its
+    result is returned with the exploration's lifetimes and the choice
+    (``CountChoice``), and the exploration's iterations added to
+    ``n_iter``.
+    """
+    path, n_explore, lifetimes = explore(rows, max_clusters, settings, sigma_start)
     # One cooling step in log-width: sigma^2 is multiplied by ``cooling``.
     step = -0.5 * np.log(settings.cooling)
-    k = choose_count(lifetimes, step)
-    rounding = lifetime_rounding(path.sigma, path.n, max_clusters)
-    margin = count_margin(lifetimes, k, step, rounding)
+    references = np.zeros((0, max_clusters))
+    gap = np.zeros(max_clusters)
+    tolerance = 0.0
+    if lifetimes.size < 2 or not np.any(lifetimes[1:] > 0):
+        k = 1  # the data never split: nothing to compare
+    elif N_REFERENCES == 0:
+        k = choose_count(lifetimes, step)  # the longest-lived count alone
+    else:
+        rng = np.random.default_rng(_reference_seed(random_state))
+        references = reference_lifetimes(rows, max_clusters, settings, rng)
+        gap, se = cumulative_gap(lifetimes, references)
+        k, tolerance = choose_count_gap(gap, se, step)
+    if N_REFERENCES == 0:
+        rounding = lifetime_rounding(path.sigma, path.n, max_clusters)
+        margin = count_margin(lifetimes, k, step, rounding)
+    else:
+        margin = gap_margin(gap, k, step)
     if settings.verbose:
-        steps = "cooling step" if margin == 1 else "cooling steps"
-        print(
-            f"Chose {counted(k, 'cluster')}{settings.rows_note}, the longest-lived "
-            f"count (by {margin:.3g} {steps} over the runner-up); annealing "
-            f"with {k}."
-        )
+        if k == 1:
+            print(
+                f"Chose 1 cluster{settings.rows_note}: no count's lifetimes "
+                "beat the structureless references'; annealing with 1."
+            )
+        else:
+            print(
+                f"Chose {counted(k, 'cluster')}{settings.rows_note}, the "
+                f"smallest count whose cumulative gap over the references "
+                f"({gap[k - 1]:.3g} in log-width) is within {tolerance:.3g} "
+                f"of the largest; annealing with {k}."
+            )
     result = anneal(
         rows, k, settings, init_centers=None, sigma_start=sigma_start, sigma_end=None
     )
     return result._replace(
         n_iter=result.n_iter + n_explore,
         count_lifetimes=lifetimes,
-        count_choice=CountChoice(lifetimes, margin),
+        count_choice=CountChoice(lifetimes, margin, references, gap, tolerance),
     )
+
+
+def _reference_seed(random_state):
+    """One seed for the references, drawn from the fit's ``random_state``."""
+    if random_state is None:
+        return 0
+    return int(random_state.randint(np.iinfo(np.int32).max))
 
 
 def count_attributes(choice, n_clusters):
     """Return the fitted attributes of the count choice; warn if no count stands out.
 
     ``choice`` is ``anneal_auto``'s ``CountChoice`` (``None`` when the
-    number of clusters was given: no attributes). The margin is how much the
-    chosen count (``n_clusters``) outlives the runner-up, in cooling steps;
-    the schedule sees the counts only at its stages, so a margin of one step
-    or less says no count stood out.
+    number of clusters was given: no attributes). One cluster chosen says
+    that no count's lifetimes beat the structureless references' (or that
+    the data never split); a warning says so, as it does when the chosen
+    count's cumulative gap rises above every smaller count's by one
+    cooling step or less (``margin``).
     """
     if choice is None:
         return {}
     margin = choice.margin
-    if margin <= 1.0:
+    if n_clusters == 1:
         warn_user(
-            f"n_clusters='auto': no count of clusters outlived the others "
-            f"by more than one cooling step (the chosen {n_clusters} "
-            f"by {margin:.3g}); the choice is a fallback, not a structure "
-            "of the data. Look at cluster_count_lifetimes_ (for example "
-            "with skrbfkmeans.plotting.plot_cluster_lifetimes) and pass "
-            "n_clusters.",
+            "n_clusters='auto': no count of clusters lived longer than on "
+            "structureless data (uniform in the box of the data's principal "
+            "components): one cluster fitted. Look at cluster_count_gap_ and "
+            "cluster_count_lifetimes_ beside cluster_count_reference_lifetimes_ "
+            "(for example with skrbfkmeans.plotting.plot_cluster_lifetimes) "
+            "and pass n_clusters if you expect clusters.",
             UserWarning,
         )
-    return {"cluster_count_margin_": margin}
+    elif margin <= 1.0:
+        warn_user(
+            f"n_clusters='auto': the chosen {n_clusters} clusters' cumulative "
+            f"gap over the structureless references rises above every smaller "
+            f"count's by {margin:.3g} cooling steps only; the choice is "
+            "uncertain. Look at cluster_count_gap_ (for example with "
+            "skrbfkmeans.plotting.plot_cluster_lifetimes) and pass n_clusters.",
+            UserWarning,
+        )
+    return {
+        "cluster_count_margin_": margin,
+        "cluster_count_reference_lifetimes_": choice.reference_lifetimes,
+        "cluster_count_gap_": choice.gap,
+        "cluster_count_gap_tolerance_": choice.tolerance,
+    }
