@@ -49,14 +49,20 @@ class CountChoice(NamedTuple):
 
 
 def principal_box(rows, n_sample):
-    """Return the data's principal axes and the box of the rows along them.
+    """Return the data's principal axes and the uniform box of its variances.
 
     Returns ``(axes, low, high)``: ``axes`` (r x d, orthonormal rows) from
     the weighted covariance of at most ``n_sample`` rows (``weight_sample``'s
-    stratified draw: it depends on the data only), ``low`` and ``high`` the
-    smallest and largest coordinate of every row of positive weight along
-    each axis, about the weighted mean. Sparse rows are made dense on the
-    sample only.
+    stratified draw: it depends on the data only), and along each axis the
+    interval about the weighted mean, ``high = -low = sqrt(3 v)``, in which
+    a uniform draw has the variance ``v`` of every row's coordinate
+    (weighted): the references have the data's covariance. The gap
+    statistic's reference (b) takes the rows' extent along the axes
+    instead; where the data's variances are equal along several axes, those
+    axes are any rotation of them, and the extent of a uniform cube along
+    rotated axes is up to the square root of their number wider than the
+    cube (a uniform box 3 x 1 x 1 x 1 x 1 then looked clustered against
+    it). Sparse rows are made dense on the sample only.
     """
     X, w = rows.X, np.asarray(rows.w, dtype=np.float64)
     W = float(w.sum())
@@ -70,8 +76,10 @@ def principal_box(rows, n_sample):
     centred = (Xs.astype(np.float64) - mean) * np.sqrt(ws / ws.sum())[:, None]
     _, _, axes = np.linalg.svd(centred, full_matrices=False)
     coords = np.asarray(X @ axes.T.astype(X.dtype), dtype=np.float64)
-    coords = coords[w > 0] - mean @ axes.T
-    return axes, coords.min(axis=0), coords.max(axis=0)
+    coords -= mean @ axes.T
+    variance = (w @ coords**2) / W
+    half = np.sqrt(3.0 * np.maximum(variance, 0.0))
+    return axes, -half, half
 
 
 def reference_rows(box, n_rows, rng, dtype):
@@ -107,10 +115,11 @@ def reference_lifetimes(rows, max_clusters, settings, rng, *, n_references=None,
                         n_rows=None):  # fmt: skip
     """Lifetimes of the exploration on structureless references of the data.
 
-    Each reference is ``n_rows`` rows drawn uniformly in the bounding box
-    of the data's principal components (``principal_box``; the gap
-    statistic's reference (b), Tibshirani, Walther and Hastie 2001), at
-    most ``REFERENCE_ROWS`` and no more than the data's weight in samples;
+    Each reference is ``n_rows`` rows drawn uniformly in a box along the
+    data's principal components (``principal_box``: as the gap statistic's
+    reference (b), Tibshirani, Walther and Hastie 2001, with the data's
+    variances rather than its extent), at most ``REFERENCE_ROWS`` and no
+    more than the data's weight in samples;
     the exploration runs on it with the data's settings from just above its
     own first critical width (no fit after it). Returns an array
     ``(n_references, max_clusters)``; a count that could split no further

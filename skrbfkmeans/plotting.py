@@ -454,9 +454,17 @@ def plot_cluster_lifetimes(estimator, ax=None):
 
     One bar per count ``c`` of distinct centres: the range of log-width over
     which the annealing's equilibrium had ``c`` distinct centres
-    (``cluster_count_lifetimes_``). With ``n_clusters="auto"`` the longest
-    lived count from 2 up is the one chosen (``n_clusters_``); the bar of
-    ``n_clusters_``, chosen or requested, is drawn in another colour (red).
+    (``cluster_count_lifetimes_``). The bar of ``n_clusters_``, chosen or
+    requested, is drawn in another colour (red).
+
+    With ``n_clusters="auto"`` the same exploration ran on structureless
+    references (``cluster_count_reference_lifetimes_``): their mean
+    lifetime of each count is drawn on its bar, a black tick on a line from
+    the smallest to the largest reference's. The count chosen is the
+    smallest whose cumulative gap (``cluster_count_gap_``: the data's
+    lifetimes less the references' mean, summed from 2 clusters up) is
+    within tolerance of the largest; one cluster when no count's gap beats
+    the references.
 
     A count whose lifetime did not end in a split is open-ended: with
     ``"auto"``, a count that can no longer split (an infinite lifetime);
@@ -476,7 +484,9 @@ def plot_cluster_lifetimes(estimator, ax=None):
     -------
     ax : matplotlib Axes
         The Axes drawn on: one bar (a patch) per count, in the order of the
-        counts.
+        counts; with references, their mean lifetimes as a line
+        (``ax.lines[0]``, one point per count) and their ranges as an
+        error bar collection.
 
     See Also
     --------
@@ -521,12 +531,35 @@ def plot_cluster_lifetimes(estimator, ax=None):
             bar.set_facecolor((*color, 0.3))
             bar.set_edgecolor(color)
             bar.set_hatch("//")
+    references = _reference_lifetimes(estimator)
+    if references is not None:
+        _draw_references(ax, counts, references)
     ax.set_xticks(counts)
     ax.set_xlabel("number of distinct centres")
     ax.set_ylabel(r"lifetime: range of $\log \sigma$")
     ax.set_title(_lifetimes_title(estimator))
-    _lifetimes_legend(ax, auto, open_ended.any())
+    _lifetimes_legend(ax, auto, open_ended.any(), references is not None)
     return ax
+
+
+def _reference_lifetimes(estimator):
+    """Return the references' lifetimes of an auto fit (rows), ``None`` if none ran."""
+    references = getattr(estimator, "cluster_count_reference_lifetimes_", None)
+    if references is None or np.asarray(references).shape[0] == 0:
+        return None
+    return np.asarray(references, dtype=np.float64)
+
+
+def _draw_references(ax, counts, references):
+    """Draw the references' mean lifetime per count and their range on the bars."""
+    mean = references.mean(axis=0)
+    # The mean of equal lifetimes may round past them: no negative bar.
+    below = np.maximum(mean - references.min(axis=0), 0.0)
+    above = np.maximum(references.max(axis=0) - mean, 0.0)
+    ax.errorbar(
+        counts, mean, yerr=[below, above], fmt="_", color="k",
+        markersize=8, elinewidth=1, capsize=0, linestyle="none",
+    )  # fmt: skip
 
 
 def _lifetimes_title(estimator):
@@ -535,20 +568,44 @@ def _lifetimes_title(estimator):
     margin = getattr(estimator, "cluster_count_margin_", None)
     if estimator.n_clusters != "auto":
         return f"{k} clusters requested: the schedule splits no further"
+    if _reference_lifetimes(estimator) is not None:
+        if k == 1:
+            return "no count beats the structureless references: 1 cluster (fallback)"
+        if margin is not None and margin <= 1:
+            return (
+                f"chosen: {k} clusters, uncertain (gap over the references "
+                f"rises by {margin:.2g} steps)"
+            )
+        by = ""
+        if margin is not None and not np.isinf(margin):
+            by = f" (rises by {margin:.2g} steps)"
+        return f"chosen: {k} clusters, the gap over the references{by}"
     if margin is not None and margin <= 1:
         return f"no count stands out (by at most one cooling step): {k} is a fallback"
     by = "" if margin is None or np.isinf(margin) else f" (by {margin:.2g} steps)"
     return f"chosen: {k} clusters, the longest-lived count{by}"
 
 
-def _lifetimes_legend(ax, auto, open_ended):
-    """Say below the axes what the red and the hatched bars are."""
+def _lifetimes_legend(ax, auto, open_ended, references=False):
+    """Say below the axes what the red and the hatched bars and the ticks are."""
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
 
     handles = [
         Patch(color="C0", label="lifetime (ended by a split)"),
         Patch(color="C3", label="chosen count" if auto else "requested count"),
     ]
+    if references:
+        handles.append(
+            Line2D(
+                [],
+                [],
+                color="k",
+                marker="_",
+                markersize=8,
+                label="structureless references: mean lifetime and range",
+            )  # fmt: skip
+        )
     if open_ended:
         label = (
             "open-ended: can split no further (drawn as high as the longest)"
