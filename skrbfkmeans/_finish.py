@@ -84,7 +84,7 @@ class Finished(NamedTuple):
     n_boundary: int
 
 
-def finish(rows, centers, *, max_iter, polish_moves=False, budget=0):
+def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None):
     """Lloyd to stable labels, then the moves, to a fixed point of all of them.
 
     Without ``polish_moves``, single-sample moves (``_hartigan``). With it,
@@ -94,18 +94,23 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0):
     and its last pass, which keeps nothing, proves a fixed point of both;
     then boundary moves (``_polish.boundary_moves``): a search ends at the
     first move kept, or once ``budget`` Lloyd iterations found none; after
-    a move kept, the polish again and a new search. Every move kept
-    strictly lowers the distortion, so the searches end. The result is a
-    fixed point of the single-sample moves and the polish (and of Lloyd's),
-    never above the one they reached first. Returns a ``Finished``.
+    a move kept, the polish again and a new search. ``total`` (None: no
+    bound) bounds the Lloyd iterations of all of it together, the polish
+    passes after kept boundary moves included: no trial starts once they
+    are spent (the one that crosses finishes), and the phase ends where it
+    is. Every move kept strictly lowers the distortion, so the searches
+    end. The result is a fixed point of the single-sample moves (and of
+    Lloyd's) and, unless ``total`` cut it, of the polish, never above the
+    one they reached first. Returns a ``Finished``.
     """
     centers, n_iter, converged = lloyd(rows, centers, max_iter)
     n_iter_first = n_iter_last = n_iter
     moves, n_single, n_boundary = [], 0, 0
     while True:
+        left = None if total is None else max(total - (n_iter - n_iter_first), 0)
         if polish_moves:
             centers, _, kept, it_polish, it_move, n_moved = polish(
-                rows, centers, max_iter=max_iter, single_moves=True
+                rows, centers, max_iter=max_iter, single_moves=True, budget=left
             )
             n_iter += it_polish
             n_iter_last = it_move if kept else n_iter_last
@@ -116,6 +121,9 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0):
         # Boundary moves start from the fixed point of the moves above, so
         # that one kept can only lower the distortion it reached; after one,
         # the moves above run again.
+        if total is not None:
+            left = max(total - (n_iter - n_iter_first), 0)
+            budget = min(budget, left)
         if not polish_moves or budget <= 0:
             break
         centers, _, shifted, it_move, spent = boundary_moves(

@@ -201,7 +201,9 @@ def _all_trials(state):
             yield a, b, trial
 
 
-def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
+def polish(
+    rows, centers, *, max_moves=None, max_iter=300, single_moves=False, budget=None
+):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
     Returns the centres, their inertia (from the search's last full pass),
@@ -220,7 +222,9 @@ def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
     starting Lloyd fixed point and after every kept move, so that each pass
     of trials starts from a state that no single sample improves: the
     search then ends on a fixed point of both moves, with one pass that
-    keeps nothing.
+    keeps nothing. ``budget`` (None: no bound) stops the search once its
+    trials have spent that many Lloyd iterations (the trial that crosses
+    it finishes).
     """
     state = IncrementalLloyd(rows, centers)
     n_iter, _ = state.run(max_iter)
@@ -245,15 +249,21 @@ def polish(rows, centers, *, max_moves=None, max_iter=300, single_moves=False):
     inertia, ceiling = state.inertia(), state.ceiling()
     moves = []
     k = centers.shape[0]
+    spent = 0
     while k > 1 and (max_moves is None or len(moves) < max_moves):
+        if budget is not None and spent >= budget:
+            break
         pairs, children = _candidates(
             rows.X, rows.w, state.centers, rows.offset, rows.x_sq
         )
         for _, j, c in pairs:
+            if budget is not None and spent >= budget:
+                break
             trial = state.copy()
             trial.centers[c], trial.centers[j] = children[c].astype(centers.dtype)
             it, _ = trial.run(max_iter, moved=[j, c])
             n_iter += it
+            spent += it
             # Kept only when the gain is above the inertias' rounding: a
             # gain within it can be noise, and a search that keeps noise
             # need never end (float32 duplicates: a move and its inverse

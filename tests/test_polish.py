@@ -252,3 +252,45 @@ def test_searches_end_next_to_a_far_outlier():
         est = AnnealedRBFKMeans(4).fit(np.vstack([Z, [[1e17, 0.0]]]))
     assert np.sum(est.labels_ == est.labels_[-1]) == 1
     assert not est.certified_
+
+
+def test_final_phase_budget_bounds_every_trial():
+    # Check the final phase's total budget (issue: the polish passes after
+    # kept boundary moves were not counted): the trials of the polish and
+    # the boundary moves together spend at most the budget plus the run that
+    # crosses it and the single-sample moves' Lloyd runs; a larger budget
+    # follows the same search further, so it never ends higher; a budget
+    # nothing reaches is the unbounded search, bit for bit. Standardised
+    # digits, k=3, from KMeans(n_init=1): the search keeps moves there.
+    from sklearn.datasets import load_digits
+
+    from skrbfkmeans._finish import finish
+    from skrbfkmeans._rows import MemoryRows, working_units
+
+    X = StandardScaler().fit_transform(load_digits().data[:600])
+    w = np.ones(X.shape[0])
+    start = KMeans(3, n_init=1, random_state=0).fit(X).cluster_centers_
+    Xw, offset, start_w, units = working_units(X, w, start)
+    rows = MemoryRows(Xw, w, offset, units=units)
+    max_iter = 8
+
+    def run(total):
+        done = finish(
+            rows, start_w, max_iter=max_iter, polish_moves=True, budget=50,
+            total=total,
+        )  # fmt: skip
+        inertia = distortion(Xw - offset, done.centers - offset)
+        return done, inertia
+
+    unbounded, best = run(None)
+    assert unbounded.moves or unbounded.n_boundary  # the search keeps moves
+    previous = np.inf
+    for total in (0, 5, 20, 60, 10**9):
+        done, inertia = run(total)
+        spent = done.n_iter - done.n_iter_first
+        settles = len(done.moves) + done.n_boundary + 1
+        assert spent <= total + max_iter * (1 + settles)
+        assert inertia <= previous * (1 + 1e-12)
+        previous = inertia
+    assert_array_equal(done.centers, unbounded.centers)
+    assert run(0)[1] > best * (1 + 1e-6)  # the budget did cut the search
