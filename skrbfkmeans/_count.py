@@ -30,9 +30,12 @@ from ._validation import warn_user
 N_REFERENCES = 3
 REFERENCE_ROWS = 1000
 # The rule's tolerance on the cumulative gap: the larger of this many
-# cooling steps and this many standard errors of the references'.
+# cooling steps and this many standard errors of the references'. The
+# largest gap must exceed the larger of the cooling steps and NULL_SE
+# standard errors, else no count beat the references (one cluster).
 TOLERANCE_STEPS = 1.0
 TOLERANCE_SE = 1.0
+NULL_SE = 2.0
 
 
 class CountChoice(NamedTuple):
@@ -42,10 +45,12 @@ class CountChoice(NamedTuple):
     # How long the chosen count outlives the runner-up, in cooling steps.
     margin: float
     # The references' lifetimes (one row per reference), the cumulative gap
-    # per count and the tolerance the choice used (log-width).
+    # per count, the tolerance the choice used and the threshold the
+    # largest gap had to exceed (log-width).
     reference_lifetimes: np.ndarray = None
     gap: np.ndarray = None
     tolerance: float = 0.0
+    threshold: float = 0.0
 
 
 def principal_box(rows, n_sample):
@@ -166,23 +171,37 @@ def cumulative_gap(lifetimes, references):
     return gap, se
 
 
-def choose_count_gap(gap, se, step, steps=None, se_factor=None):
+def choose_count_gap(gap, se, step, steps=None, se_factor=None, null_se=None):
     """Return the smallest count whose gap is within tolerance of the largest.
 
     The tolerance is the larger of ``steps`` cooling steps (``step`` in
     log-width: the schedule sees counts only at its stages) and
-    ``se_factor`` standard errors of the references at the largest gap.
-    ``G(1) = 0``: one cluster (no structure) is chosen when no count's gap
-    exceeds 0 by more than the tolerance. Returns ``(count, tolerance)``.
+    ``se_factor`` standard errors of the references at the largest gap; a
+    gap short of the largest by the tolerance itself is within it. ``G(1)
+    = 0``: one cluster (no structure) is chosen when the largest gap does
+    not exceed the *threshold*, the larger of ``steps`` cooling steps and
+    ``null_se`` standard errors (the structureless data of the benchmark
+    differ from their references by up to a standard error, and a few by
+    more). The first infinite gap (a count that can split no further)
+    wins. Returns ``(count, tolerance, threshold)``.
     """
     steps = TOLERANCE_STEPS if steps is None else steps
     se_factor = TOLERANCE_SE if se_factor is None else se_factor
+    null_se = NULL_SE if null_se is None else null_se
     gap = np.asarray(gap, dtype=np.float64)
     if np.isinf(gap).any():
-        return int(np.flatnonzero(np.isinf(gap))[0]) + 1, 0.0
+        return int(np.flatnonzero(np.isinf(gap))[0]) + 1, 0.0, 0.0
     best = int(np.argmax(gap))
     tolerance = max(steps * step, se_factor * float(se[best]))
-    return int(np.flatnonzero(gap >= gap[best] - tolerance)[0]) + 1, tolerance
+    threshold = max(steps * step, null_se * float(se[best]))
+    if gap[best] <= threshold * (1.0 + 1e-9):
+        return 1, tolerance, threshold
+    # Lifetimes are sums of whole cooling steps between splits: a gap short
+    # of the largest by exactly the tolerance is common, and is within it
+    # whatever the rounding of the sums (the slack is far above it and far
+    # below a step).
+    within = gap >= gap[best] - tolerance * (1.0 + 1e-9)
+    return int(np.flatnonzero(within)[0]) + 1, tolerance, threshold
 
 
 def lifetime_rounding(sigmas, counts, n_max):
@@ -282,7 +301,7 @@ def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None)
     step = -0.5 * np.log(settings.cooling)
     references = np.zeros((0, max_clusters))
     gap = np.zeros(max_clusters)
-    tolerance = 0.0
+    tolerance = threshold = 0.0
     if lifetimes.size < 2 or not np.any(lifetimes[1:] > 0):
         k = 1  # the data never split: nothing to compare
     elif N_REFERENCES == 0:
@@ -291,7 +310,7 @@ def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None)
         rng = np.random.default_rng(_reference_seed(random_state))
         references = reference_lifetimes(rows, max_clusters, settings, rng)
         gap, se = cumulative_gap(lifetimes, references)
-        k, tolerance = choose_count_gap(gap, se, step)
+        k, tolerance, threshold = choose_count_gap(gap, se, step)
     if N_REFERENCES == 0:
         rounding = lifetime_rounding(path.sigma, path.n, max_clusters)
         margin = count_margin(lifetimes, k, step, rounding)
@@ -301,7 +320,9 @@ def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None)
         if k == 1:
             print(
                 f"Chose 1 cluster{settings.rows_note}: no count's lifetimes "
-                "beat the structureless references'; annealing with 1."
+                f"beat the structureless references' (largest cumulative gap "
+                f"{gap.max():.3g} in log-width, threshold {threshold:.3g}); "
+                "annealing with 1."
             )
         else:
             print(
@@ -316,7 +337,9 @@ def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None)
     return result._replace(
         n_iter=result.n_iter + n_explore,
         count_lifetimes=lifetimes,
-        count_choice=CountChoice(lifetimes, margin, references, gap, tolerance),
+        count_choice=CountChoice(
+            lifetimes, margin, references, gap, tolerance, threshold
+        ),
     )
 
 
@@ -364,4 +387,5 @@ def count_attributes(choice, n_clusters):
         "cluster_count_reference_lifetimes_": choice.reference_lifetimes,
         "cluster_count_gap_": choice.gap,
         "cluster_count_gap_tolerance_": choice.tolerance,
+        "cluster_count_gap_threshold_": choice.threshold,
     }

@@ -81,20 +81,30 @@ def test_cumulative_gap_closed_form():
 def test_choose_count_gap_rule():
     # Check the choice on hand-made gaps: the smallest count within the
     # tolerance of the largest gap, the tolerance the larger of the cooling
-    # steps and the standard errors at the largest; 1 when no gap exceeds
-    # 0 by more than the tolerance; the first infinite gap wins.
+    # steps and the standard errors at the largest; 1 when the largest gap
+    # does not exceed the threshold (the larger of the cooling steps and
+    # null_se standard errors); the first infinite gap wins.
     step = 0.05
     zero = np.zeros(6)
     gap = np.array([0.0, 0.1, 0.5, 0.52, 0.56, 0.4])
-    assert choose_count_gap(gap, zero, step, 1.0, 1.0) == (4, step)
-    assert choose_count_gap(gap, zero, step, 2.0, 1.0) == (3, 2 * step)
+    assert choose_count_gap(gap, zero, step, 1.0, 1.0) == (4, step, step)
+    assert choose_count_gap(gap, zero, step, 2.0, 1.0) == (3, 2 * step, 2 * step)
     se = np.full(6, 0.5)
-    k, tol = choose_count_gap(gap, se, step, 1.0, 1.0)
-    assert (k, tol) == (2, 0.5)
-    assert choose_count_gap(gap, se, step, 1.0, 2.0)[0] == 1
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 1.0) == (2, 0.5, 0.5)
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 2.0) == (1, 0.5, 1.0)
+    assert choose_count_gap(gap, se, step, 1.0, 2.0, 1.0)[0] == 1
     flat = np.array([0.0, 0.03, -0.02, 0.04])
     assert choose_count_gap(flat, np.zeros(4), step, 1.0, 1.0)[0] == 1
     assert choose_count_gap(np.array([0.0, 0.5, np.inf]), np.zeros(3), step)[0] == 3
+    # Lifetimes of whole cooling steps: count 3 lives one step more than the
+    # references, so its gap is short of count 4's by exactly the tolerance
+    # (one step), to the rounding of the sums, and is within it.
+    step = -0.5 * np.log(0.9)
+    life = np.array([2.0, 1.0, 7.0, 2.0, 1.0]) * step
+    refs = np.array([[2.0, 5.0, 1.0, 1.0, 1.0]] * 2) * step
+    gap, se = cumulative_gap(life, refs)
+    assert_allclose(gap[1:], np.array([-4.0, 2.0, 3.0, 3.0]) * step, rtol=1e-12)
+    assert choose_count_gap(gap, se, step, 1.0, 1.0) == (3, step, step)
 
 
 def test_gap_margin():
@@ -142,14 +152,21 @@ def test_principal_box_of_a_rotated_rectangle():
 def test_structureless_data_gives_one_cluster(make):
     # Check that data without clusters give one cluster, with a warning
     # that says no count beat the references, and the attributes that
-    # show it: no gap exceeds the tolerance.
+    # show it: no gap exceeds the threshold.
     X = make(np.random.default_rng(3))
     est, messages = _fit(X)
     assert est.n_clusters_ == 1
     assert est.cluster_centers_.shape == (1, X.shape[1])
     assert len(messages) == 1 and "structureless" in messages[0]
-    assert est.cluster_count_gap_.max() <= est.cluster_count_gap_tolerance_
+    assert est.cluster_count_gap_.max() <= est.cluster_count_gap_threshold_
     assert est.cluster_count_margin_ == 0.0
+    # One cluster is an ordinary fit: every row's label is 0, its distance
+    # the distance to the centre, the mean.
+    assert_allclose(est.cluster_centers_[0], X.mean(axis=0), atol=1e-12)
+    assert_array_equal(est.predict(X), 0)
+    assert_allclose(
+        est.transform(X)[:, 0], np.linalg.norm(X - X.mean(axis=0), axis=1), rtol=1e-9
+    )
 
 
 @pytest.mark.parametrize(
@@ -171,6 +188,7 @@ def test_grid_and_fine_level_are_found(make, K):
     assert refs.shape == (_count.N_REFERENCES, 12) and gap.shape == (12,)
     assert gap[0] == 0.0
     tol = est.cluster_count_gap_tolerance_
+    assert gap.max() > est.cluster_count_gap_threshold_ >= tol
     assert gap[K - 1] >= gap.max() - tol
     assert np.all(gap[: K - 1] < gap.max() - tol)
     saved = _count.N_REFERENCES
