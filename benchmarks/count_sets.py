@@ -23,7 +23,7 @@ Seven kinds of clustered sets and structureless ones (agreed K = 1):
 ``design_sets()`` is the bench the rule was designed and tuned on (split
 into halves ``A`` and ``B``, alternating within each kind), ``heldout_sets``
 the sets drawn afterwards from the same kinds with other seeds and random
-parameters. Every set is ``(name, make, K)`` with ``make()`` returning X.
+parameters (two draws, ``H1`` and ``H2``: ``HELDOUT_SEEDS``). Every set is ``(name, make, K)`` with ``make()`` returning X.
 """
 
 import numpy as np
@@ -330,9 +330,16 @@ def design_sets():
     return out
 
 
-def heldout_sets(n_structured=32, n_none=8, seed=20261205):
+# The held-out draws: the first was drawn after the rule's first freeze (its
+# structureless 10-d box then showed the threshold's need); the second after
+# the threshold was set.
+HELDOUT_SEEDS = {"H1": 20261205, "H2": 20261206}
+
+
+def heldout_sets(n_structured=32, n_none=8, draw="H1"):
     """Sets drawn after the rule was frozen: the same kinds, random parameters."""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(HELDOUT_SEEDS[draw])
+    tag = draw.lower()
     out = []
     kinds = ["grid", "levels", "spreads", "sizes", "unequal", "aniso", "mixed",
              "close"]  # fmt: skip
@@ -357,7 +364,7 @@ def heldout_sets(n_structured=32, n_none=8, seed=20261205):
             K = int(rng.integers(2, 13))
             make, K = {"spreads": spreads, "sizes": sizes, "aniso": aniso,
                        "mixed": mixed}[kind](K, d, s)  # fmt: skip
-        out.append((f"h{i:02d}-{kind}{K}-{d}d", make, K, "H"))
+        out.append((f"{tag}-{i:02d}-{kind}{K}-{d}d", make, K, draw))
     for i in range(n_none):
         d = int(rng.choice(dims[:-1]))
         s = int(rng.integers(1_000, 100_000))
@@ -366,5 +373,5 @@ def heldout_sets(n_structured=32, n_none=8, seed=20261205):
         make, K = {"uniform": lambda: uniform(d, s, stretch=stretch),
                    "gauss": lambda: gauss(d, s, stretch=stretch),
                    "ball": lambda: ball(d, s)}[kind]()  # fmt: skip
-        out.append((f"h{n_structured + i:02d}-{kind}-{d}d", make, K, "H"))
+        out.append((f"{tag}-{n_structured + i:02d}-{kind}-{d}d", make, K, draw))
     return out
