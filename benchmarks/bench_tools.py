@@ -8,7 +8,10 @@ sets of 50000 rows and more too) it fits, with one BLAS/OpenMP thread:
 - ``RBFKMeans()`` (softmax, ``sigma="auto"``) and
   ``RBFKMeans(activation="entmax15")``, one k-means++ initialisation each;
 - ``RBFKMeans(sigma=0)``, which is KMeans with one initialisation;
-- ``AnnealedRBFKMeans()`` (annealing, polish and certificate);
+- ``AnnealedRBFKMeans()`` (annealing, polish and certificate), and
+  ``AnnealedRBFKMeans(polish=False)``, whose time the final phase's polish
+  and boundary moves add to (the row ``final phase added``: the ratio of
+  the two times less one);
 - ``KMeans(n_init=1)`` followed by ``kmeans_polish``;
 - ``GaussianMixture(covariance_type="spherical")`` and
   ``GaussianMixture(covariance_type="full")``, one initialisation each
@@ -23,13 +26,17 @@ range over the data sets of the time ratio and of the inertia difference.
 The date, the machine and the library versions head the output.
 
 Run: ``python benchmarks/bench_tools.py [--repeat 3] [--only NAME] [--large]
-[--smoke]``; ``--only`` takes any set of ``bench_quality.py``; ``--smoke``
-runs its two small smoke sets once: a check that the script runs, not a
-measurement.
+[--record PATH] [--smoke]``; ``--only`` takes any set of
+``bench_quality.py``; ``--record`` writes the summary as JSON
+(``benchmarks/results/tools.json`` is the run the README and the user
+guide quote, checked by ``tests/test_docs_claims.py``: one source for their
+cost figures); ``--smoke`` runs its two small smoke sets once: a check
+that the script runs, not a measurement.
 """
 
 import argparse
 import datetime
+import json
 import os
 import platform
 import time
@@ -67,6 +74,7 @@ def methods_for(k):
             k, activation="entmax15", random_state=0
         ),
         "AnnealedRBFKMeans()": lambda: AnnealedRBFKMeans(k),
+        "AnnealedRBFKMeans(polish=False)": lambda: AnnealedRBFKMeans(k, polish=False),
         "KMeans(1)+kmeans_polish": lambda: PolishedKMeans(k),
         "GMM(spherical)": lambda: GaussianMixture(
             k, covariance_type="spherical", random_state=0
@@ -97,6 +105,7 @@ def main():
     parser.add_argument(
         "--smoke", action="store_true", help="two small sets, one round (a check)"
     )
+    parser.add_argument("--record", default=None, metavar="PATH")
     args = parser.parse_args()
     repeat = 1 if args.smoke else args.repeat
     if args.smoke:
@@ -108,18 +117,19 @@ def main():
     else:
         names = FAMILIES["hard"] + (FAMILIES["large"] if args.large else [])
     now = datetime.datetime.now(datetime.timezone.utc)
-    print(f"date: {now:%Y-%m-%d %H:%M} UTC; machine: {machine()}")
-    print(
+    versions = (
         f"python {platform.python_version()}, numpy {np.__version__}, "
         f"scipy {scipy.__version__}, scikit-learn {sklearn.__version__}, "
         f"skrbfkmeans {skrbfkmeans.__version__}"
     )
+    print(f"date: {now:%Y-%m-%d %H:%M} UTC; machine: {machine()}")
+    print(versions)
     print(f"median of {repeat} runs, 1 thread; x km10 = time / KMeans(n_init=10)")
     print(
         f"{'data':>13} {'k':>4} {'method':>24} {'time s':>8} {'x km10':>7} "
         f"{'inertia vs km10':>16}"
     )
-    summary = {}
+    summary, final_added = {}, []
     for name in names:
         X, _, k = DATASETS[name]()
         X = np.ascontiguousarray(X, dtype=np.float64)
@@ -139,6 +149,10 @@ def main():
                     fitted[method] = est
         ref_time = float(np.median(times["KMeans(n_init=10)"]))
         ref_inertia = inertia_of(fitted["KMeans(n_init=10)"], X)
+        added = np.median(times["AnnealedRBFKMeans()"]) / np.median(
+            times["AnnealedRBFKMeans(polish=False)"]
+        )
+        final_added.append(added - 1)
         for method in methods:
             t = float(np.median(times[method]))
             rel = 100 * (inertia_of(fitted[method], X) / ref_inertia - 1)
@@ -147,16 +161,46 @@ def main():
                 f"{name:>13} {k:>4} {method:>24} {t:>8.3f} {t / ref_time:>7.2f} "
                 f"{rel:>+15.2f}%"
             )
+        print(
+            f"{name:>13} {k:>4} {'final phase added':>24} {'':>8} {'':>7} "
+            f"{100 * (added - 1):>+15.1f}% of the time without polish"
+        )
     print()
     print("summary over the data sets (median [min, max])")
-    print(f"{'method':>24} {'time / KMeans(n_init=10)':>30} {'inertia vs km10':>30}")
+    print(f"{'method':>31} {'time / KMeans(n_init=10)':>30} {'inertia vs km10':>30}")
+    record = {}
     for method, rows in summary.items():
         ratio, rel = np.array(rows).T
+        record[method] = {
+            "time": [float(np.median(ratio)), float(ratio.min()), float(ratio.max())],
+            "inertia %": [float(np.median(rel)), float(rel.min()), float(rel.max())],
+        }
         print(
-            f"{method:>24} {np.median(ratio):>9.2f} [{ratio.min():5.2f}, "
+            f"{method:>31} {np.median(ratio):>9.2f} [{ratio.min():5.2f}, "
             f"{ratio.max():6.2f}]     {np.median(rel):>+8.2f}% "
             f"[{rel.min():+7.2f}%, {rel.max():+7.2f}%]"
         )
+    final_added = np.array(final_added)
+    print(
+        f"{'final phase added':>31} {np.median(final_added):>+9.0%} "
+        f"[{final_added.min():+.0%}, {final_added.max():+.0%}] of the time without "
+        "polish"
+    )
+    record["final phase added"] = [
+        float(np.median(final_added)), float(final_added.min()),
+        float(final_added.max()),
+    ]  # fmt: skip
+    if args.record:
+        meta = {
+            "date": f"{now:%Y-%m-%d}",
+            "machine": machine(),
+            "versions": versions,
+            "repeat": repeat,
+            "sets": names,
+        }
+        with open(args.record, "w", encoding="utf-8") as f:
+            json.dump({"run": meta, "summary": record}, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":
