@@ -29,8 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._engine.assign import nearest
-from ._engine.blocks import BlockPlan
+from ._engine.assign import nearest, single_move_gains
 from ._engine.passes import labels_inertia
 from ._policy import one_blas_thread
 from ._rows import MemoryRows, working_units
@@ -67,56 +66,6 @@ def _means(N, S, centers, offset):
     alive = N > 0
     means[alive] = S[alive] / N[alive, None]
     return means
-
-
-def best_moves(X, w, labels, centers, N, offset, x_sq):
-    """Every sample's best single move from the engine's distances.
-
-    Returns ``(delta, size, target)``: the change of the distortion
-    ``Delta`` when sample ``i`` moves to cluster ``target[i]``, the best
-    other cluster (``inf`` where no move exists: one cluster or weight 0),
-    and the sum of the two terms ``Delta`` compares (the scale of its
-    rounding). Cost: one pass of partial distances.
-    """
-    n_samples, n_clusters = X.shape[0], centers.shape[0]
-    delta = np.full(n_samples, np.inf)
-    size = np.zeros(n_samples)
-    target = np.zeros(n_samples, dtype=np.intp)
-    if n_clusters < 2:
-        return delta, size, target
-    N = np.asarray(N, dtype=np.float64)
-
-    def block(sl, Xb, E, closest, e_closest, buf):
-        wb = np.asarray(w[sl], dtype=np.float64)
-        lab = labels[sl]
-        rows = np.arange(lab.size)
-        # In place on the block's partial distances (the candidates only
-        # need the engine's precision: explicit differences confirm them).
-        J = E
-        J += x_sq[sl, None]
-        np.maximum(J, 0, out=J)
-        d_own = J[rows, lab].astype(np.float64)
-        own = N[lab]
-        rest = own - wb
-        # Leaving a cluster that the sample alone weighs leaves it empty:
-        # its distortion drops by 0 (the sample sits on its mean).
-        with np.errstate(divide="ignore", invalid="ignore"):
-            leave = np.where(rest > 0, own / rest, 0.0) * d_own
-            if wb.size and wb.min() == wb.max():
-                # Equal weights (the usual case): one factor per cluster.
-                J *= (N / (N + wb[0])).astype(J.dtype)
-            else:
-                J *= (N[None, :] / (N[None, :] + wb[:, None])).astype(J.dtype)
-        J[rows, lab] = np.inf
-        b = np.argmin(J, axis=1)
-        join = J[rows, b].astype(np.float64)
-        gain = wb * (join - leave)
-        gain[~(wb > 0)] = np.inf
-        delta[sl], target[sl] = gain, b
-        size[sl] = wb * (join + leave)
-
-    BlockPlan(X, centers, offset).map(block)
-    return delta, size, target
 
 
 def _explicit_best(x, w, a, N, means):
@@ -184,7 +133,7 @@ def hartigan(rows, centers, *, max_iter=300):
     n_moves, converged = 0, n_clusters < 2
     for _ in range(max_iter if n_clusters > 1 else 0):
         current = (means + offset).astype(dtype)
-        delta, size, target = best_moves(
+        delta, size, target = single_move_gains(
             X, w, labels, current, N, offset.astype(dtype), x_sq
         )
         # Candidates by the engine's distances (with room for their rounding,

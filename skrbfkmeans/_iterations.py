@@ -14,12 +14,25 @@ from ._engine.blocks import ACTIVATIONS  # noqa: F401 (the estimators' choices)
 from ._engine.passes import m_step
 
 
+def em_step(rows, centers, sigma, activation, **options):
+    """One EM iteration over ``rows``: the new centres and the pass's result.
+
+    The E-step is one ``rows.stats`` pass at ``sigma`` (``options``: its
+    keywords, ``prior`` and ``inertia`` in memory), the M-step the means of
+    its statistics (``_engine.passes.m_step``: a centre with no mass stays
+    put). Every EM of the package takes its steps here: at a fixed width,
+    the annealing's stages, Lloyd's step of the certificate.
+    """
+    res = rows.stats(centers, sigma, activation, **options)
+    return m_step(res.N, res.S, centers, rows.offset), res
+
+
 def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verbose=0):
     """EM at a fixed width from ``centers_init`` over ``rows``.
 
     Stops when the summed squared centre shift is at most ``tol`` (already
     scaled to the data, as KMeans does) or after ``max_iter`` iterations.
-    Cost: one ``rows.stats`` pass per iteration.
+    Cost: one ``rows.stats`` pass per iteration (``em_step``).
 
     Returns
     -------
@@ -34,9 +47,8 @@ def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verb
     converged = False
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
-        res = rows.stats(centers, sigma, activation)
+        new, res = em_step(rows, centers, sigma, activation)
         inertia = res.inertia
-        new = m_step(res.N, res.S, centers, rows.offset)
         shift = float(((new - centers) ** 2).sum())
         centers = new
         if verbose:
@@ -90,8 +102,7 @@ def certify(rows, centers, sigma_max):
     sigma = min(sigma_max, 0.5 * np.sqrt(min_margin * (1.0 - 16.0 * eps)))
     # The margins make entmax-1.5 at ``sigma`` one-hot: its step is Lloyd's
     # (the pass a converged Lloyd run has just made at these centres).
-    res = rows.stats(centers, 0.0, "entmax15")
-    new = m_step(res.N, res.S, centers, rows.offset)
+    new, _ = em_step(rows, centers, 0.0, "entmax15")
     offset = rows.offset
     # Rounding relative to the data's own magnitude (never an absolute 1:
     # tiny data would pass any test).

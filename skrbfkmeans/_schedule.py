@@ -22,9 +22,8 @@ from ._engine.passes import (
     free_energy,
     free_energy_moments,
     labels_margins,
-    m_step,
 )
-from ._iterations import em_fixed_sigma, stage_tolerance
+from ._iterations import em_fixed_sigma, em_step, stage_tolerance
 
 # Fraction of the weight that must be one-hot (softmax, to working precision)
 # before the schedule hands over to entmax-1.5.
@@ -244,10 +243,9 @@ class Schedule:
         last_step = None
         for i in range(1, max_iter + 1):
             prior = groups.mass / W if self.act == "softmax" else None
-            res = rows.stats(
-                groups.centers, self.sigma, self.act, prior=prior, inertia=False
+            new, res = em_step(
+                rows, groups.centers, self.sigma, self.act, prior=prior, inertia=False
             )
-            new = m_step(res.N, res.S, groups.centers, rows.offset)
             step = new - groups.centers
             move = float(np.sqrt((step**2).sum(axis=1).max()))
             groups.centers, groups.mass = new, res.N

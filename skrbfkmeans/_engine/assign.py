@@ -5,7 +5,8 @@ kernels here and in ``blocks``: ``partial_distances`` gives each row's
 nearest centre (the lowest index among exact ties, as ``numpy.argmin`` and
 scikit-learn's Lloyd) and ``runner_up`` the second. ``nearest`` is the pass
 of both; ``assignment_sums`` the pass of a Lloyd step (labels, partial
-distances, and the weight and centred weighted sum of every cluster).
+distances, and the weight and centred weighted sum of every cluster);
+``single_move_gains`` the pass of every row's best single-sample move.
 """
 
 import numpy as np
@@ -112,3 +113,57 @@ def assignment_sums(X, sample_weight, centers, offset, *, centred, second=False)
         S += Sb
     N = np.bincount(labels, weights=w, minlength=k)
     return (labels, e_own, N, S, e_second) if second else (labels, e_own, N, S)
+
+
+def single_move_gains(X, w, labels, centers, N, offset, x_sq):
+    """Every row's best single-sample (Hartigan) move, from partial distances.
+
+    Moving row ``i`` (weight ``w_i``) from its cluster ``a = labels[i]``
+    (weight ``N_a``) to ``b`` changes the distortion by ``w_i N_b / (N_b +
+    w_i) d_ib - w_i N_a / (N_a - w_i) d_ia`` (squared distances ``d``, both
+    means moving with the row). Returns ``(delta, size, target)``: that
+    change for the best other cluster ``target[i]`` (``inf`` where no move
+    exists: one cluster or weight 0), and the sum of the two terms it
+    compares (the scale of its rounding), float64. The distances are the
+    pass's (``|x|^2`` is ``x_sq``), to be confirmed by explicit
+    differences. Cost: one pass of partial distances.
+    """
+    n_samples, n_clusters = X.shape[0], centers.shape[0]
+    delta = np.full(n_samples, np.inf)
+    size = np.zeros(n_samples)
+    target = np.zeros(n_samples, dtype=np.intp)
+    if n_clusters < 2:
+        return delta, size, target
+    N = np.asarray(N, dtype=np.float64)
+
+    def block(sl, Xb, E, closest, e_closest, buf):
+        wb = np.asarray(w[sl], dtype=np.float64)
+        lab = labels[sl]
+        rows = np.arange(lab.size)
+        # In place on the block's partial distances (the candidates only
+        # need the engine's precision: explicit differences confirm them).
+        J = E
+        J += x_sq[sl, None]
+        np.maximum(J, 0, out=J)
+        d_own = J[rows, lab].astype(np.float64)
+        own = N[lab]
+        rest = own - wb
+        # Leaving a cluster that the sample alone weighs leaves it empty:
+        # its distortion drops by 0 (the sample sits on its mean).
+        with np.errstate(divide="ignore", invalid="ignore"):
+            leave = np.where(rest > 0, own / rest, 0.0) * d_own
+            if wb.size and wb.min() == wb.max():
+                # Equal weights (the usual case): one factor per cluster.
+                J *= (N / (N + wb[0])).astype(J.dtype)
+            else:
+                J *= (N[None, :] / (N[None, :] + wb[:, None])).astype(J.dtype)
+        J[rows, lab] = np.inf
+        b = np.argmin(J, axis=1)
+        join = J[rows, b].astype(np.float64)
+        gain = wb * (join - leave)
+        gain[~(wb > 0)] = np.inf
+        delta[sl], target[sl] = gain, b
+        size[sl] = wb * (join + leave)
+
+    BlockPlan(X, centers, offset).map(block)
+    return delta, size, target
