@@ -439,7 +439,7 @@ def _final_phase(
     fixed point of all of them (or where the budget ends), which the
     certificate then checks afresh.
     """
-    it, conv, moves, n_single, n_boundary = 0, False, [], 0, 0
+    it, conv, moves, n_single, n_boundary, spent = 0, False, [], 0, 0, False
     it_final = n_iter if from_init else 0
     it_first = it_last = 0
     if finish:
@@ -450,6 +450,7 @@ def _final_phase(
         )  # fmt: skip
         centers, it, conv, moves = done.centers, done.n_iter, done.converged, done.moves
         n_single, n_boundary = done.n_single, done.n_boundary
+        spent = done.budget_spent
         it_first, it_last = done.n_iter_first, done.n_iter_last
         # The run that produced the centres (KMeans's from an explicit init,
         # unless a move was kept after it).
@@ -464,7 +465,7 @@ def _final_phase(
             len(path.sigma) - 1, settings, sigma, res.inertia, certified,
             finish=finish, converged=conv, it_first=it_first,
             it_trials=it - it_first, it_last=it_last, n_moves=len(moves),
-            n_boundary=n_boundary, n_single=n_single,
+            n_boundary=n_boundary, n_single=n_single, budget_spent=spent,
         )  # fmt: skip
     return path.result(
         centers, sigma, n_iter=n_iter + it, n_iter_final=it_final, converged=conv,
@@ -475,7 +476,7 @@ def _final_phase(
 
 def _print_final_phase(
     stage, settings, sigma, inertia, certified, *, finish, converged, it_first,
-    it_trials, it_last, n_moves, n_boundary, n_single,
+    it_trials, it_last, n_moves, n_boundary, n_single, budget_spent=False,
 ):  # fmt: skip
     """Print the final phase's line of ``verbose``, each count named for what it counts.
 
@@ -498,6 +499,8 @@ def _print_final_phase(
                 trials += (
                     f"; Lloyd after the last kept: {counted(it_last, 'iteration')}"
                 )
+            if budget_spent:
+                trials += "; the search stopped at its budget"
             lloyd += (
                 f"; {counted(n_moves, 'polish move')} and "
                 f"{counted(n_boundary, 'boundary move')} kept ({trials})"

@@ -82,6 +82,8 @@ class Finished(NamedTuple):
     moves: list
     n_single: int
     n_boundary: int
+    # Whether ``total`` ended the search (before a fixed point was proven).
+    budget_spent: bool = False
 
 
 def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None):
@@ -133,9 +135,10 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
         if not shifted:
             break
         n_boundary, n_iter_last = n_boundary + 1, it_move
+    spent = total is not None and n_iter - n_iter_first >= total
     return Finished(
         centers, n_iter, n_iter_first, n_iter_last, converged, moves, n_single,
-        n_boundary,
+        n_boundary, spent,
     )  # fmt: skip
 
 

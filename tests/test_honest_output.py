@@ -178,7 +178,7 @@ def test_verbose_final_phase_counts_what_n_iter_counts(capsys):
     assert final.startswith(f"Stage {len(est.sigma_path_) - 1}, final phase: ")
     assert est.n_polish_moves_ == 0  # then n_iter_ is the first Lloyd run's
     assert f"Lloyd converged after {_iterations(est.n_iter_)};" in final
-    trials = int(re.search(r"\(trials: (\d+) Lloyd iterations?\)", final).group(1))
+    trials = int(re.search(r"\(trials: (\d+) Lloyd iterations?[;)]", final).group(1))
     stage_em = [int(n) for n in re.findall(r", (\d+) EM iterations?,", out)]
     assert len(stage_em) == len(est.sigma_path_) - 1
     assert sum(stage_em) + est.n_iter_ + trials == est.n_iter_total_

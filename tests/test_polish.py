@@ -294,3 +294,18 @@ def test_final_phase_budget_bounds_every_trial():
         previous = inertia
     assert_array_equal(done.centers, unbounded.centers)
     assert run(0)[1] > best * (1 + 1e-6)  # the budget did cut the search
+
+
+def test_verbose_says_when_the_budget_ended_the_search(monkeypatch, capsys):
+    # Check that the final phase's line says when its budget, not a fixed
+    # point, ended the search (a tiny budget: the first trial crosses it),
+    # and says nothing of it when the search ended by itself.
+    from skrbfkmeans import _anneal
+
+    X = StandardScaler().fit_transform(load_iris().data)
+    AnnealedRBFKMeans(5, verbose=1).fit(X)
+    assert "stopped at its budget" not in capsys.readouterr().out
+    monkeypatch.setattr(_anneal, "FINAL_BUDGET", 1e-3)
+    AnnealedRBFKMeans(5, verbose=1).fit(X)
+    final = [line for line in capsys.readouterr().out.splitlines() if "final" in line]
+    assert len(final) == 1 and "the search stopped at its budget" in final[0]
