@@ -338,7 +338,8 @@ def tune(results, fits, step_grid=(0, 0.5, 1, 1.5, 2, 3, 4), se_grid=(0, 0.5, 1,
     print(
         f"frozen: {_count.TOLERANCE_STEPS:g} steps, "
         f"{_count.TOLERANCE_SE:g} standard errors; one cluster when the "
-        f"largest gap is within {_count.NULL_SE:g} standard errors"
+        f"largest gap is within {_count.NULL_STEPS:g} steps or "
+        f"{_count.NULL_SE:g} standard errors"
     )
 
 

@@ -31,10 +31,11 @@ N_REFERENCES = 3
 REFERENCE_ROWS = 1000
 # The rule's tolerance on the cumulative gap: the larger of this many
 # cooling steps and this many standard errors of the references'. The
-# largest gap must exceed the larger of the cooling steps and NULL_SE
+# largest gap must exceed the larger of NULL_STEPS cooling steps and NULL_SE
 # standard errors, else no count beat the references (one cluster).
 TOLERANCE_STEPS = 1.0
 TOLERANCE_SE = 1.0
+NULL_STEPS = 3.0
 NULL_SE = 2.0
 
 
@@ -171,7 +172,9 @@ def cumulative_gap(lifetimes, references):
     return gap, se
 
 
-def choose_count_gap(gap, se, step, steps=None, se_factor=None, null_se=None):
+def choose_count_gap(
+    gap, se, step, steps=None, se_factor=None, null_steps=None, null_se=None
+):
     """Return the smallest count whose gap is within tolerance of the largest.
 
     The tolerance is the larger of ``steps`` cooling steps (``step`` in
@@ -179,21 +182,22 @@ def choose_count_gap(gap, se, step, steps=None, se_factor=None, null_se=None):
     ``se_factor`` standard errors of the references at the largest gap; a
     gap short of the largest by the tolerance itself is within it. ``G(1)
     = 0``: one cluster (no structure) is chosen when the largest gap does
-    not exceed the *threshold*, the larger of ``steps`` cooling steps and
-    ``null_se`` standard errors (the structureless data of the benchmark
-    differ from their references by up to a standard error, and a few by
-    more). The first infinite gap (a count that can split no further)
-    wins. Returns ``(count, tolerance, threshold)``.
+    not exceed the *threshold*, the larger of ``null_steps`` cooling steps
+    and ``null_se`` standard errors: a structureless set's count 2 may
+    outlive its three references' by a step or more, and three references
+    estimate their spread poorly. The first infinite gap (a count that can
+    split no further) wins. Returns ``(count, tolerance, threshold)``.
     """
     steps = TOLERANCE_STEPS if steps is None else steps
     se_factor = TOLERANCE_SE if se_factor is None else se_factor
+    null_steps = NULL_STEPS if null_steps is None else null_steps
     null_se = NULL_SE if null_se is None else null_se
     gap = np.asarray(gap, dtype=np.float64)
     if np.isinf(gap).any():
         return int(np.flatnonzero(np.isinf(gap))[0]) + 1, 0.0, 0.0
     best = int(np.argmax(gap))
     tolerance = max(steps * step, se_factor * float(se[best]))
-    threshold = max(steps * step, null_se * float(se[best]))
+    threshold = max(null_steps * step, null_se * float(se[best]))
     if gap[best] <= threshold * (1.0 + 1e-9):
         return 1, tolerance, threshold
     # Lifetimes are sums of whole cooling steps between splits: a gap short

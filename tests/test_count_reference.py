@@ -13,6 +13,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose, assert_array_equal
+from pytest import approx
 
 from skrbfkmeans import AnnealedRBFKMeans, _count
 from skrbfkmeans._count import (
@@ -87,14 +88,18 @@ def test_choose_count_gap_rule():
     step = 0.05
     zero = np.zeros(6)
     gap = np.array([0.0, 0.1, 0.5, 0.52, 0.56, 0.4])
-    assert choose_count_gap(gap, zero, step, 1.0, 1.0) == (4, step, step)
-    assert choose_count_gap(gap, zero, step, 2.0, 1.0) == (3, 2 * step, 2 * step)
+    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 1.0, 2.0) == (4, step, step)
+    assert choose_count_gap(gap, zero, step, 2.0, 1.0, 3.0) == (3, 0.1, approx(0.15))
     se = np.full(6, 0.5)
-    assert choose_count_gap(gap, se, step, 1.0, 1.0, 1.0) == (2, 0.5, 0.5)
-    assert choose_count_gap(gap, se, step, 1.0, 1.0, 2.0) == (1, 0.5, 1.0)
-    assert choose_count_gap(gap, se, step, 1.0, 2.0, 1.0)[0] == 1
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 3.0, 1.0) == (2, 0.5, 0.5)
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 3.0, 2.0) == (1, 0.5, 1.0)
+    assert choose_count_gap(gap, se, step, 1.0, 2.0, 3.0, 1.0)[0] == 1
+    # The threshold's cooling steps: a largest gap of 11.2 steps is
+    # structure at 11 steps, not at 12.
+    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 11.0)[0] == 4
+    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 12.0) == (1, step, approx(0.6))
     flat = np.array([0.0, 0.03, -0.02, 0.04])
-    assert choose_count_gap(flat, np.zeros(4), step, 1.0, 1.0)[0] == 1
+    assert choose_count_gap(flat, np.zeros(4), step, 1.0, 1.0, 1.0)[0] == 1
     assert choose_count_gap(np.array([0.0, 0.5, np.inf]), np.zeros(3), step)[0] == 3
     # Lifetimes of whole cooling steps: count 3 lives one step more than the
     # references, so its gap is short of count 4's by exactly the tolerance
@@ -104,7 +109,7 @@ def test_choose_count_gap_rule():
     refs = np.array([[2.0, 5.0, 1.0, 1.0, 1.0]] * 2) * step
     gap, se = cumulative_gap(life, refs)
     assert_allclose(gap[1:], np.array([-4.0, 2.0, 3.0, 3.0]) * step, rtol=1e-12)
-    assert choose_count_gap(gap, se, step, 1.0, 1.0) == (3, step, step)
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 1.0) == (3, step, step)
 
 
 def test_gap_margin():
