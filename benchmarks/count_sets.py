@@ -23,7 +23,8 @@ Seven kinds of clustered sets and structureless ones (agreed K = 1):
 ``design_sets()`` is the bench the rule was designed and tuned on (split
 into halves ``A`` and ``B``, alternating within each kind), ``heldout_sets``
 the sets drawn afterwards from the same kinds with other seeds and random
-parameters (two draws, ``H1`` and ``H2``: ``HELDOUT_SEEDS``). Every set is ``(name, make, K)`` with ``make()`` returning X.
+parameters (three draws, ``H1`` to ``H3``: ``HELDOUT_SEEDS``). Every set
+is ``(name, make, K, half)`` with ``make()`` returning X.
 """
 
 import numpy as np
@@ -332,8 +333,9 @@ def design_sets():
 
 # The held-out draws: the first was drawn after the rule's first freeze (its
 # structureless 10-d box then showed the threshold's need); the second after
-# the threshold was set.
-HELDOUT_SEEDS = {"H1": 20261205, "H2": 20261206}
+# the threshold of 2 standard errors was set (its uniform square showed the
+# need of a floor of cooling steps); the third after that floor was set.
+HELDOUT_SEEDS = {"H1": 20261205, "H2": 20261206, "H3": 20261207}
 
 
 def heldout_sets(n_structured=32, n_none=8, draw="H1"):
