@@ -604,7 +604,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 self.max_clusters,
                 runs.settings,
                 sigma_start=runs.sigma_start,
-                random_state=setup.random_state,
+                # None: the references' fixed seed, so that the fit stays
+                # one deterministic run (the global RNG would differ per run).
+                random_state=None if self.random_state is None else setup.random_state,
             )
         else:
             result = anneal(
