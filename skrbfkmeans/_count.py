@@ -35,6 +35,10 @@ REFERENCE_ROWS = 1000
 # standard errors, else no count beat the references (one cluster).
 TOLERANCE_STEPS = 1.0
 TOLERANCE_SE = 1.0
+# ... and this share of the largest gap: beyond the number of clusters, a
+# blob's first split of its own may outlive the references' splits by a few
+# steps (Gaussian blobs split otherwise than uniform boxes).
+TOLERANCE_SHARE = 0.15
 NULL_STEPS = 3.0
 NULL_SE = 2.0
 
@@ -173,30 +177,33 @@ def cumulative_gap(lifetimes, references):
 
 
 def choose_count_gap(
-    gap, se, step, steps=None, se_factor=None, null_steps=None, null_se=None
-):
+    gap, se, step, steps=None, se_factor=None, null_steps=None, null_se=None,
+    share=None,
+):  # fmt: skip
     """Return the smallest count whose gap is within tolerance of the largest.
 
-    The tolerance is the larger of ``steps`` cooling steps (``step`` in
-    log-width: the schedule sees counts only at its stages) and
-    ``se_factor`` standard errors of the references at the largest gap; a
-    gap short of the largest by the tolerance itself is within it. ``G(1)
-    = 0``: one cluster (no structure) is chosen when the largest gap does
-    not exceed the *threshold*, the larger of ``null_steps`` cooling steps
-    and ``null_se`` standard errors: a structureless set's count 2 may
-    outlive its three references' by a step or more, and three references
-    estimate their spread poorly. The first infinite gap (a count that can
-    split no further) wins. Returns ``(count, tolerance, threshold)``.
+    The tolerance is the largest of ``steps`` cooling steps (``step`` in
+    log-width: the schedule sees counts only at its stages), ``se_factor``
+    standard errors of the references at the largest gap and ``share`` of
+    the largest gap; a gap short of the largest by the tolerance itself is
+    within it. ``G(1) = 0``: one cluster (no structure) is chosen when the
+    largest gap does not exceed the *threshold*, the larger of
+    ``null_steps`` cooling steps and ``null_se`` standard errors: a
+    structureless set's count may outlive its three references' by a step
+    or more, and three references estimate their spread poorly. The first
+    infinite gap (a count that can split no further) wins. Returns
+    ``(count, tolerance, threshold)``.
     """
     steps = TOLERANCE_STEPS if steps is None else steps
     se_factor = TOLERANCE_SE if se_factor is None else se_factor
     null_steps = NULL_STEPS if null_steps is None else null_steps
     null_se = NULL_SE if null_se is None else null_se
+    share = TOLERANCE_SHARE if share is None else share
     gap = np.asarray(gap, dtype=np.float64)
     if np.isinf(gap).any():
         return int(np.flatnonzero(np.isinf(gap))[0]) + 1, 0.0, 0.0
     best = int(np.argmax(gap))
-    tolerance = max(steps * step, se_factor * float(se[best]))
+    tolerance = max(steps * step, se_factor * float(se[best]), share * gap[best])
     threshold = max(null_steps * step, null_se * float(se[best]))
     if gap[best] <= threshold * (1.0 + 1e-9):
         return 1, tolerance, threshold
@@ -367,14 +374,21 @@ def count_attributes(choice, n_clusters):
     if choice is None:
         return {}
     margin = choice.margin
-    if n_clusters == 1:
+    if n_clusters == 1 and choice.reference_lifetimes.shape[0] == 0:
+        warn_user(
+            "n_clusters='auto': the data never split (constant data, or "
+            "max_clusters=1): one cluster fitted.",
+            UserWarning,
+        )
+    elif n_clusters == 1:
         warn_user(
             "n_clusters='auto': no count of clusters lived longer than on "
-            "structureless data (uniform in the box of the data's principal "
-            "components): one cluster fitted. Look at cluster_count_gap_ and "
-            "cluster_count_lifetimes_ beside cluster_count_reference_lifetimes_ "
-            "(for example with skrbfkmeans.plotting.plot_cluster_lifetimes) "
-            "and pass n_clusters if you expect clusters.",
+            "structureless data (uniform, with the data's variances along its "
+            "principal axes): one cluster fitted. Look at cluster_count_gap_ "
+            "and cluster_count_lifetimes_ beside "
+            "cluster_count_reference_lifetimes_ (for example with "
+            "skrbfkmeans.plotting.plot_cluster_lifetimes) and pass n_clusters "
+            "if you expect clusters.",
             UserWarning,
         )
     elif margin <= 1.0:

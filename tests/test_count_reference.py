@@ -81,25 +81,33 @@ def test_cumulative_gap_closed_form():
 
 def test_choose_count_gap_rule():
     # Check the choice on hand-made gaps: the smallest count within the
-    # tolerance of the largest gap, the tolerance the larger of the cooling
-    # steps and the standard errors at the largest; 1 when the largest gap
+    # tolerance of the largest gap, the tolerance the largest of the cooling
+    # steps, the standard errors at the largest and a share of the largest
+    # gap; 1 when the largest gap
     # does not exceed the threshold (the larger of the cooling steps and
     # null_se standard errors); the first infinite gap wins.
     step = 0.05
     zero = np.zeros(6)
     gap = np.array([0.0, 0.1, 0.5, 0.52, 0.56, 0.4])
-    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 1.0, 2.0) == (4, step, step)
-    assert choose_count_gap(gap, zero, step, 2.0, 1.0, 3.0) == (3, 0.1, approx(0.15))
+    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 1.0, 2.0, 0.0) == (4, step, step)
+    choice = choose_count_gap(gap, zero, step, 2.0, 1.0, 3.0, 2.0, 0.0)
+    assert choice == (3, 0.1, approx(0.15))
     se = np.full(6, 0.5)
-    assert choose_count_gap(gap, se, step, 1.0, 1.0, 3.0, 1.0) == (2, 0.5, 0.5)
-    assert choose_count_gap(gap, se, step, 1.0, 1.0, 3.0, 2.0) == (1, 0.5, 1.0)
-    assert choose_count_gap(gap, se, step, 1.0, 2.0, 3.0, 1.0)[0] == 1
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 3.0, 1.0, 0.0) == (2, 0.5, 0.5)
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 3.0, 2.0, 0.0) == (1, 0.5, 1.0)
+    assert choose_count_gap(gap, se, step, 1.0, 2.0, 3.0, 1.0, 0.0)[0] == 1
     # The threshold's cooling steps: a largest gap of 11.2 steps is
     # structure at 11 steps, not at 12.
-    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 11.0)[0] == 4
-    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 12.0) == (1, step, approx(0.6))
+    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 11.0, 2.0, 0.0)[0] == 4
+    choice = choose_count_gap(gap, zero, step, 1.0, 1.0, 12.0, 2.0, 0.0)
+    assert choice == (1, step, approx(0.6))
+    # A share of the largest gap: 0.56 / 8 = 0.07 reaches 0.5 (count 3).
+    assert choose_count_gap(gap, zero, step, 1.0, 1.0, 1.0, 2.0, 1 / 8)[:2] == (
+        3,
+        0.07,
+    )
     flat = np.array([0.0, 0.03, -0.02, 0.04])
-    assert choose_count_gap(flat, np.zeros(4), step, 1.0, 1.0, 1.0)[0] == 1
+    assert choose_count_gap(flat, np.zeros(4), step, 1.0, 1.0, 1.0, 2.0, 0.0)[0] == 1
     assert choose_count_gap(np.array([0.0, 0.5, np.inf]), np.zeros(3), step)[0] == 3
     # Lifetimes of whole cooling steps: count 3 lives one step more than the
     # references, so its gap is short of count 4's by exactly the tolerance
@@ -109,7 +117,7 @@ def test_choose_count_gap_rule():
     refs = np.array([[2.0, 5.0, 1.0, 1.0, 1.0]] * 2) * step
     gap, se = cumulative_gap(life, refs)
     assert_allclose(gap[1:], np.array([-4.0, 2.0, 3.0, 3.0]) * step, rtol=1e-12)
-    assert choose_count_gap(gap, se, step, 1.0, 1.0, 1.0) == (3, step, step)
+    assert choose_count_gap(gap, se, step, 1.0, 1.0, 1.0, 2.0, 0.0) == (3, step, step)
 
 
 def test_gap_margin():
@@ -193,7 +201,7 @@ def test_grid_and_fine_level_are_found(make, K):
     assert refs.shape == (_count.N_REFERENCES, 12) and gap.shape == (12,)
     assert gap[0] == 0.0
     tol = est.cluster_count_gap_tolerance_
-    assert gap.max() > est.cluster_count_gap_threshold_ >= tol
+    assert gap.max() > est.cluster_count_gap_threshold_
     assert gap[K - 1] >= gap.max() - tol
     assert np.all(gap[: K - 1] < gap.max() - tol)
     saved = _count.N_REFERENCES

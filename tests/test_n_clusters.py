@@ -1,5 +1,8 @@
 """The number of clusters from the annealing path (``n_clusters="auto"``).
 
+The choice against structureless references has its own tests
+(test_count_reference.py); these check the exploration and its lifetimes.
+
 Oracles: the path of a fit with a fixed, larger number of clusters (the
 exploration must follow it up to its stopping point, and the lifetimes are
 recomputed from its ``sigma_path_`` and ``n_distinct_centers_path_`` by the
@@ -220,18 +223,21 @@ def test_max_clusters_one_and_constant_data():
 
 def test_weights_equal_repetition_and_determinism():
     # Check that integer weights give the fit of repeated rows (the count,
-    # its lifetimes, the centres) and that two fits are identical.
+    # its lifetimes, the centres) and that two fits with the same
+    # random_state (the references' draws) are identical.
     X, _ = _separated_blobs(4, 1)
     w = np.random.default_rng(0).integers(1, 4, size=X.shape[0])
-    weighted = AnnealedRBFKMeans("auto", max_clusters=8).fit(X, sample_weight=w)
-    repeated = AnnealedRBFKMeans("auto", max_clusters=8).fit(np.repeat(X, w, axis=0))
+    auto = {"max_clusters": 8, "random_state": 0}
+    weighted = AnnealedRBFKMeans("auto", **auto).fit(X, sample_weight=w)
+    repeated = AnnealedRBFKMeans("auto", **auto).fit(np.repeat(X, w, axis=0))
     assert weighted.n_clusters_ == repeated.n_clusters_ == 4
     assert_allclose(
         weighted.cluster_count_lifetimes_, repeated.cluster_count_lifetimes_, rtol=1e-9
     )
     assert_allclose(weighted.cluster_centers_, repeated.cluster_centers_, rtol=1e-9)
-    again = AnnealedRBFKMeans("auto", max_clusters=8).fit(X, sample_weight=w)
-    for name in _SHARED + ["cluster_count_lifetimes_", "n_iter_total_"]:
+    again = AnnealedRBFKMeans("auto", **auto).fit(X, sample_weight=w)
+    names = ["cluster_count_lifetimes_", "cluster_count_reference_lifetimes_"]
+    for name in _SHARED + names + ["cluster_count_gap_", "n_iter_total_"]:
         assert_array_equal(getattr(again, name), getattr(weighted, name), err_msg=name)
 
 
@@ -264,10 +270,16 @@ def test_dask_input_chooses_the_same_count():
     # lifetimes and tree of the in-memory fit.
     da = pytest.importorskip("dask.array")
     X, _ = _separated_blobs(4, 2)
-    mem = AnnealedRBFKMeans("auto", max_clusters=8).fit(X)
-    lazy = AnnealedRBFKMeans("auto", max_clusters=8).fit(da.from_array(X, chunks=100))
+    auto = {"max_clusters": 8, "random_state": 0}
+    mem = AnnealedRBFKMeans("auto", **auto).fit(X)
+    lazy = AnnealedRBFKMeans("auto", **auto).fit(da.from_array(X, chunks=100))
     assert lazy.n_clusters_ == mem.n_clusters_ == 4
     assert_array_equal(lazy.cluster_count_lifetimes_, mem.cluster_count_lifetimes_)
+    assert_allclose(
+        lazy.cluster_count_reference_lifetimes_,
+        mem.cluster_count_reference_lifetimes_,
+        rtol=1e-12,
+    )
     assert_allclose(lazy.split_linkage_, mem.split_linkage_, rtol=1e-12)
     assert_allclose(lazy.cluster_centers_, mem.cluster_centers_, rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="should be >= max_clusters=500"):
