@@ -1,11 +1,16 @@
-"""The number of clusters for ``n_clusters="auto"``: the longest-lived count.
+"""The number of clusters for ``n_clusters="auto"``: lifetimes against references.
 
 ``anneal_auto`` runs the annealing schedule of ``_anneal`` as for
 ``max_clusters + 1`` clusters and records the counts of distinct centres
-until more than ``max_clusters`` exist; ``_anneal.count_lifetimes`` measures
-how long each count lived, ``choose_count`` picks one and ``anneal`` fits
-that many clusters. ``count_attributes`` turns the choice into the fitted
-attributes and warns when no count stood out.
+until more than ``max_clusters`` exist (``explore``); ``_anneal.count_lifetimes``
+measures how long each count lived. The same exploration runs on
+structureless references (``reference_lifetimes``: uniform in the box of
+``principal_box``, drawn by ``reference_rows``); ``cumulative_gap`` compares
+the two, ``choose_count_gap`` picks the count and ``anneal`` fits that many
+clusters. ``count_attributes`` turns the choice into the fitted attributes
+and warns when no count beat the references or the choice is uncertain.
+``choose_count`` and ``count_margin`` are the longest-lived count alone
+(``N_REFERENCES = 0``, for the benchmark's comparison).
 """
 
 from typing import NamedTuple
