@@ -50,10 +50,8 @@ def _two_means(Xl, wl, max_iter=100):
     """Weighted 2-means of one cluster, seeded along its principal axis.
 
     The rows are split by the sign of their projection on the principal axis
-    of the weighted covariance (deterministic: both halves hold rows, their
-    weighted projections summing to zero); Lloyd's algorithm
-    (``_lloyd.IncrementalLloyd``, the rows centred on their mean) runs from
-    the two halves' means. Returns the two centres and the SSE of the split.
+    of the weighted covariance (deterministic), then Lloyd runs on the two
+    halves. Returns the two centres and the SSE of the split.
     """
     W = wl.sum()
     mu = wl @ Xl / W
@@ -61,10 +59,20 @@ def _two_means(Xl, wl, max_iter=100):
     cov = (Y * wl[:, None]).T @ Y / W
     _, vecs = np.linalg.eigh(cov)
     side = Y @ vecs[:, -1] > 0
-    centers = np.array([wl[half] @ Xl[half] / wl[half].sum() for half in (~side, side)])
-    state = IncrementalLloyd(MemoryRows(Xl, wl, mu), centers)
-    state.run(max_iter)
-    return state.centers, state.inertia()
+    labels = side.astype(np.intp)
+    centers = np.zeros((2, Xl.shape[1]))
+    for _ in range(max_iter):
+        for c in (0, 1):
+            mask = labels == c
+            mass = wl[mask].sum()
+            centers[c] = wl[mask] @ Xl[mask] / mass if mass > 0 else mu
+        d = ((Xl[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+        new = np.argmin(d, axis=1)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+    sse = float(wl @ d[np.arange(Xl.shape[0]), labels])
+    return centers, sse
 
 
 def _candidates(X, w, centers, offset, x_sq):
