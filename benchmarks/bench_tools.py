@@ -21,8 +21,10 @@ For each fit it records the wall time (median of ``--repeat`` runs, the
 methods interleaved in every round so that background load hits them alike)
 and the hard inertia of the fitted centres (``means_`` for the mixtures),
 both relative to ``KMeans(n_init=10)``. It prints one row per data set and
-method, then the summary the README quotes: per method, the median and the
-range over the data sets of the time ratio and of the inertia difference.
+method, then the summary the README quotes: for the sets of up to 10000
+rows and, with ``--large``, for those of 50000 rows and more (annealed on a
+sample), per method the median and the range over the sets of the time
+ratio and of the inertia difference.
 The date, the machine and the library versions head the output.
 
 Run: ``python benchmarks/bench_tools.py [--repeat 3] [--only NAME] [--large]
@@ -83,6 +85,35 @@ def methods_for(k):
     }
 
 
+def _range(values):
+    """Median, minimum and maximum of ``values``, as floats."""
+    return [float(np.median(values)), float(np.min(values)), float(np.max(values))]
+
+
+def _summarise(family, summary, final_added):
+    """Print the summary of one family of sets; return it as the record has it."""
+    sets = "up to 10000 rows" if family == "small" else "50000 rows and more"
+    print()
+    print(f"summary over the data sets of {sets} (median [min, max])")
+    print(f"{'method':>31} {'time / KMeans(n_init=10)':>30} {'inertia vs km10':>30}")
+    record = {}
+    for method, rows in summary.items():
+        ratio, rel = np.array(rows).T
+        record[method] = {"time": _range(ratio), "inertia %": _range(rel)}
+        print(
+            f"{method:>31} {np.median(ratio):>9.2f} [{ratio.min():5.2f}, "
+            f"{ratio.max():6.2f}]     {np.median(rel):>+8.2f}% "
+            f"[{rel.min():+7.2f}%, {rel.max():+7.2f}%]"
+        )
+    print(
+        f"{'final phase added':>31} {np.median(final_added):>+9.0%} "
+        f"[{final_added.min():+.0%}, {final_added.max():+.0%}] of the time without "
+        "polish"
+    )
+    record["final phase added"] = _range(final_added)
+    return record
+
+
 def machine():
     """CPU model (from /proc/cpuinfo where there is one) and core count."""
     model = platform.processor() or platform.machine()
@@ -129,8 +160,10 @@ def main():
         f"{'data':>13} {'k':>4} {'method':>24} {'time s':>8} {'x km10':>7} "
         f"{'inertia vs km10':>16}"
     )
-    summary, final_added = {}, []
+    summaries = {}  # family -> (method -> [(time ratio, inertia %)], final added)
     for name in names:
+        family = "large" if name in FAMILIES["large"] else "small"
+        summary, final_added = summaries.setdefault(family, ({}, []))
         X, _, k = DATASETS[name]()
         X = np.ascontiguousarray(X, dtype=np.float64)
         methods = methods_for(k)
@@ -165,31 +198,9 @@ def main():
             f"{name:>13} {k:>4} {'final phase added':>24} {'':>8} {'':>7} "
             f"{100 * (added - 1):>+15.1f}% of the time without polish"
         )
-    print()
-    print("summary over the data sets (median [min, max])")
-    print(f"{'method':>31} {'time / KMeans(n_init=10)':>30} {'inertia vs km10':>30}")
     record = {}
-    for method, rows in summary.items():
-        ratio, rel = np.array(rows).T
-        record[method] = {
-            "time": [float(np.median(ratio)), float(ratio.min()), float(ratio.max())],
-            "inertia %": [float(np.median(rel)), float(rel.min()), float(rel.max())],
-        }
-        print(
-            f"{method:>31} {np.median(ratio):>9.2f} [{ratio.min():5.2f}, "
-            f"{ratio.max():6.2f}]     {np.median(rel):>+8.2f}% "
-            f"[{rel.min():+7.2f}%, {rel.max():+7.2f}%]"
-        )
-    final_added = np.array(final_added)
-    print(
-        f"{'final phase added':>31} {np.median(final_added):>+9.0%} "
-        f"[{final_added.min():+.0%}, {final_added.max():+.0%}] of the time without "
-        "polish"
-    )
-    record["final phase added"] = [
-        float(np.median(final_added)), float(final_added.min()),
-        float(final_added.max()),
-    ]  # fmt: skip
+    for family, (summary, final_added) in summaries.items():
+        record[family] = _summarise(family, summary, np.array(final_added))
     if args.record:
         meta = {
             "date": f"{now:%Y-%m-%d}",
