@@ -28,21 +28,23 @@ def _fit_recording(est, X):
 @pytest.mark.parametrize(
     "load", [load_breast_cancer, load_digits], ids=["breast_cancer", "digits"]
 )
-def test_auto_margin_within_rounding_is_zero(load):
+def test_auto_tied_counts_below_the_references_fit_one_cluster(load):
     # Check that two counts that live one cooling step each, to rounding,
-    # tie: the margin is 0, not the -3.95e-15 (breast cancer) or +3.95e-15
-    # (digits) of their difference in the last bits, and the warning says
-    # "by 0".
+    # beat no structureless reference: one cluster, a margin of 0 (not the
+    # -3.95e-15 or +3.95e-15 of the two lifetimes' last bits, which
+    # test_count_margin_keeps_differences_above_rounding checks), a largest
+    # cumulative gap within the threshold, and one warning that says so.
     X = StandardScaler().fit_transform(load().data)
     est = AnnealedRBFKMeans("auto", max_clusters=3)
     caught = _fit_recording(est, X)
     life = est.cluster_count_lifetimes_
     step = -0.5 * np.log(est.cooling)  # one cooling step, in log-width
     assert_allclose(life[1:], [step, step], rtol=1e-13)
-    assert est.n_clusters_ == 2
+    assert est.n_clusters_ == 1
     assert est.cluster_count_margin_ == 0.0
+    assert est.cluster_count_gap_.max() <= est.cluster_count_gap_threshold_
     messages = [str(w.message) for w in caught if "n_clusters='auto'" in str(w.message)]
-    assert len(messages) == 1 and "(the chosen 2 by 0)" in messages[0]
+    assert len(messages) == 1 and "structureless" in messages[0]
 
 
 def test_count_margin_keeps_differences_above_rounding():
@@ -89,11 +91,11 @@ def test_auto_on_separated_blobs_is_silent():
     assert est.n_clusters_ == 5
     assert est.cluster_count_margin_ > 1.0
     assert not [w for w in caught if "n_clusters='auto'" in str(w.message)]
-    # The margin is the chosen lifetime over the runner-up's, in cooling steps.
-    life = est.cluster_count_lifetimes_
-    runner_up = np.delete(life[1:], est.n_clusters_ - 2).max()
+    # The margin is how far the chosen count's cumulative gap over the
+    # references rises above every smaller count's, in cooling steps.
+    gap = est.cluster_count_gap_
     step = -0.5 * np.log(est.cooling)
-    assert est.cluster_count_margin_ == pytest.approx((life[4] - runner_up) / step)
+    assert est.cluster_count_margin_ == pytest.approx((gap[4] - gap[:4].max()) / step)
 
 
 def test_integer_n_clusters_has_no_margin():
