@@ -116,16 +116,18 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
     principal axis of its posterior covariance. At low temperature softmax
     hands over to entmax-1.5, whose responsibilities become exactly one-hot,
     and the run ends on a Lloyd fixed point certified by the margin test.
-    Deterministic: no random draw is made with ``init="anneal"``.
+    Deterministic: no random draw is made with ``init="anneal"``, except
+    that ``n_clusters="auto"`` draws its structureless references from
+    ``random_state`` (a fixed seed when it is None).
 
     Parameters
     ----------
     n_clusters : int or "auto", default=8
         The number of centres. ``"auto"`` chooses it from the annealing path
-        (see Notes, "Choosing the number of clusters"): the count of
-        distinct centres that lives over the longest range of widths,
-        between 2 and ``max_clusters`` (1 only when the data never split).
-        Needs ``init="anneal"`` and ``sigma_end="auto"``.
+        against structureless references (see Notes, "Choosing the number
+        of clusters"): between 2 and ``max_clusters``, or 1 when no count
+        lived longer than on uniform data with the data's variances (or the
+        data never split). Needs ``init="anneal"`` and ``sigma_end="auto"``.
     sigma_start : float or "auto", default="auto"
         Initial width. ``"auto"``: just above the first critical width,
         ``sigma^2 = 0.55 c lambda_max`` of the weighted covariance of ``X``,
@@ -186,7 +188,9 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         kept and the Lloyd iterations their trials cost). On a sample of
         many rows, the lines that describe the sample say so.
     random_state : int, RandomState instance or None, default=None
-        Seeds a random ``init``; unused with ``init="anneal"``.
+        Seeds a random ``init``, and the references of
+        ``n_clusters="auto"`` (None: a fixed seed, so that the fit repeats);
+        otherwise unused with ``init="anneal"``.
     copy_x : bool, default=True
         Kept for compatibility with KMeans; ``X`` is never modified.
     algorithm : {"lloyd", "elkan"}, default="lloyd"
@@ -217,12 +221,38 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         The number of centres: ``n_clusters``, or the count chosen with
         ``n_clusters="auto"``.
     cluster_count_margin_ : float
-        Only with ``n_clusters="auto"``: how much the chosen count outlives
-        the runner-up, in cooling steps (``inf`` when no other count lived;
-        0 when one cluster was chosen or when the two lifetimes differ by
-        no more than their rounding, a few ulps per stage). At most 1, no
-        count stood out (a ``UserWarning`` says so): the choice is the
-        smallest of the longest-lived counts.
+        Only with ``n_clusters="auto"``: how far the chosen count's
+        cumulative gap (``cluster_count_gap_``) rises above that of every
+        smaller count (one cluster's is 0), in cooling steps; ``inf`` when
+        the chosen count can split no further, 0 when one cluster was
+        chosen. At most 1, the choice is uncertain (a ``UserWarning`` says
+        so).
+    cluster_count_reference_lifetimes_ : ndarray of shape (n_references, max_clusters)
+        Only with ``n_clusters="auto"``: the lifetimes (as
+        ``cluster_count_lifetimes_``) of the same exploration on each of
+        three structureless references: ``min(1000, the data's weight in
+        samples)`` rows drawn with ``random_state``, uniformly in a box along
+        the data's principal axes with the data's variance along each. A
+        count that could split no further has lifetime 0. Shape ``(0,
+        max_clusters)`` when the data never split.
+    cluster_count_gap_ : ndarray of shape (max_clusters,)
+        Only with ``n_clusters="auto"``: entry ``c - 1`` is the cumulative
+        gap ``G(c) = sum_{j=2..c} (L(j) - mean_b R_b(j))`` of the data's
+        lifetimes over the references' mean (0 for one cluster; ``inf``
+        from a count that can split no further). ``n_clusters_`` is the
+        smallest count whose gap is within ``cluster_count_gap_tolerance_``
+        of the largest, or 1 when the largest does not exceed
+        ``cluster_count_gap_threshold_``.
+    cluster_count_gap_tolerance_ : float
+        Only with ``n_clusters="auto"``: the tolerance of that choice in
+        log-width: the largest of one cooling step (``-0.5 log(cooling)``),
+        one standard error of the references at the largest gap (the
+        standard deviation of their cumulative lifetimes times ``sqrt(1 +
+        1/B)``) and 0.15 of the largest gap.
+    cluster_count_gap_threshold_ : float
+        Only with ``n_clusters="auto"``: the gap a count must exceed to beat
+        the references, in log-width: the larger of three cooling steps and
+        two standard errors.
     cluster_count_lifetimes_ : ndarray of shape (n_counts,)
         Entry ``c - 1`` is the lifetime of ``c`` distinct centres: the total
         log-width ``sum log(sigma_s / sigma_{s+1})`` over the stages ``s``
@@ -317,23 +347,25 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
 
     **Choosing the number of clusters.** As the width shrinks, the number of
     distinct centres at equilibrium grows at the critical widths; a count
-    that persists over a long range of widths is a structure of the data
-    (clusters well apart relative to their spread), a count that lasts one
-    cooling step is not. With ``n_clusters="auto"`` the schedule runs as for
+    that persists over a long range of widths may be a structure of the
+    data, but a count also lives long merely from the data's extent and
+    shape. With ``n_clusters="auto"`` the schedule runs as for
     ``max_clusters + 1`` clusters until more than ``max_clusters`` distinct
     centres exist; up to that point its path is the one every fit with at
     least that many clusters follows (the split decisions do not depend on
-    the number of clusters). The count with the longest lifetime
-    (``cluster_count_lifetimes_``, in log-width) from 2 up is chosen; the
-    schedule sees the counts at its stages only, so lifetimes within one
-    cooling step (``-0.5 log(cooling)`` in log-width) of the longest count
-    as equal, and the smallest of those counts is chosen. Then the fit with
+    the number of clusters). The same exploration runs on three
+    structureless references (uniform, with the data's variances along its
+    principal axes, drawn with ``random_state``). The count chosen is the
+    smallest whose cumulative gap of lifetimes over the references
+    (``cluster_count_gap_``) is within ``cluster_count_gap_tolerance_`` of
+    the largest, or 1 (with a ``UserWarning``) when no gap exceeds
+    ``cluster_count_gap_threshold_``. Then the fit with
     ``n_clusters=n_clusters_`` runs: the result, path and all, is that
-    fit's, except ``n_iter_total_`` (which includes the exploration) and
-    ``cluster_count_lifetimes_``. One cluster has no
-    lifetime of its own (it starts at ``sigma_start``): it is chosen only
-    when the data never split. The rule finds clusters that are separated
-    relative to their own spread; it is not a test of clustering tendency.
+    fit's, except ``n_iter_total_`` (which includes the explorations) and
+    the ``cluster_count_*`` attributes. The rule finds clusters that are
+    separated relative to the spread of uniform data of the same shape;
+    close clusters of very unequal size and spread can fall below it (the
+    user guide, "Choosing the number of clusters").
 
     **Many rows.** With more than ``max(10000, 100 n_clusters)`` rows
     (``max_clusters`` for ``"auto"``) the schedule, the polish and the
