@@ -164,9 +164,9 @@ _DEMO_NOTE = (
     "end point is proven an exact K-Means fixed point. Times: one fit each, "
     "both at one thread (threadpoolctl.threadpool_limits(1)), so that "
     "neither gains from the cores the other cannot use; on data of this "
-    "size AnnealedRBFKMeans takes several times KMeans(n_init=10)'s time "
-    "(the README's benchmark: 3 to 18 times up to 10000 rows), below it to "
-    "about twice it on 50000 rows and more."
+    "size AnnealedRBFKMeans takes several times KMeans(n_init=10)'s time, "
+    "and a smaller multiple on many rows, where it anneals on a sample: the "
+    'README\'s "Which tool when" table gives the measured ranges.'
 )
 
 
