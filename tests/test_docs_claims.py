@@ -184,3 +184,46 @@ def test_user_guide_convergence_prose_matches_the_experiment(experiment):
     assert f"{max(above) * 1e8:.1f} \\times 10^{{-8}}" in guide
     assert f"{min(low) * 1e12:.1f} \\times 10^{{-12}}" in guide
     assert f"{max(low) * 1e12:.1f} \\times 10^{{-12}}" in guide
+
+
+def _ratio(x):
+    """A time ratio as the documents print it: 0.22, 7.2, 13."""
+    if x < 1:
+        return f"{x:.2f}"
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+def _time_range(entry):
+    """``median (min-max)`` of a recorded time ratio: ``7.2 (4.2-13)``."""
+    median, low, high = entry["time"]
+    return f"{_ratio(median)} ({_ratio(low)}-{_ratio(high)})"
+
+
+def test_cost_figures_quote_the_one_recorded_run():
+    # Check that every cost figure of the README and of the user guide is
+    # the recorded run of bench_tools (benchmarks/results/tools.json, one
+    # source: they once gave three different ranges), and that no other
+    # range of "times KMeans(n_init=10)" is left in either.
+    import json
+
+    record = json.loads(_read("benchmarks/results/tools.json"))["summary"]
+    small, large = record["small"], record["large"]
+    readme, guide = _read("README.rst"), _read("doc/user_guide.rst")
+    annealed = _time_range(small["AnnealedRBFKMeans()"])
+    polish = _time_range(small["KMeans(1)+kmeans_polish"])
+    unpolished = _time_range(small["AnnealedRBFKMeans(polish=False)"])
+    _, low, high = large["AnnealedRBFKMeans()"]["time"]
+    annealed_large = f"{_ratio(low)}-{_ratio(high)}"
+    for text in (readme, guide):
+        assert annealed in text and polish in text and annealed_large in text
+    for method in ("RBFKMeans(sigma=0)", "RBFKMeans()", "RBFKMeans(entmax15)"):
+        assert _time_range(small[method]) in readme
+    assert unpolished in guide
+    added = small["final phase added"]
+    assert f"+{100 * added[0]:.0f}% (+{100 * added[1]:.0f}% to " in guide
+    quoted = {annealed, polish, annealed_large, unpolished}
+    for text in (readme, guide):
+        pattern = r"(\d[\d.]*) to (\d[\d.]*) times (?:as long as )?``KMeans\("
+        for match in re.finditer(pattern, text):
+            span = f"{match.group(1)}-{match.group(2)}"
+            assert any(span in q for q in quoted), match.group(0)
