@@ -34,10 +34,11 @@ from ._validation import warn_user
 # the longest-lived count (``choose_count``) alone.
 N_REFERENCES = 3
 REFERENCE_ROWS = 1000
-# The rule's tolerance on the cumulative gap: the larger of this many
-# cooling steps and this many standard errors of the references'. The
-# largest gap must exceed the larger of NULL_STEPS cooling steps and NULL_SE
-# standard errors, else no count beat the references (one cluster).
+# The rule's tolerance on the cumulative gap: the largest of this many
+# cooling steps, this many standard errors of the references' and
+# TOLERANCE_SHARE of the largest gap. The largest gap must exceed the larger
+# of NULL_STEPS cooling steps and NULL_SE standard errors, else no count beat
+# the references (one cluster).
 TOLERANCE_STEPS = 1.0
 TOLERANCE_SE = 1.0
 # ... and this share of the largest gap: beyond the number of clusters, a
@@ -52,7 +53,8 @@ class CountChoice(NamedTuple):
     """What ``anneal_auto`` measured to choose the number of clusters."""
 
     lifetimes: np.ndarray
-    # How long the chosen count outlives the runner-up, in cooling steps.
+    # How far the chosen count's cumulative gap rises above every smaller
+    # count's, in cooling steps (``gap_margin``).
     margin: float
     # The references' lifetimes (one row per reference), the cumulative gap
     # per count, the tolerance the choice used and the threshold the
