@@ -3,11 +3,16 @@
 Imported by ``test_torch_*.py`` after ``pytest.importorskip("torch")``.
 """
 
+from functools import partial
+
 import pytest
 
 torch = pytest.importorskip(
     "torch", reason='PyTorch not installed (pip install "skrbfkmeans[torch]")'
 )
+
+import skrbfkmeans  # noqa: E402
+from skrbfkmeans.torch import entmax15, entmax_bisect, sparsemax  # noqa: E402
 
 # The CPU, and CUDA where there is a device (its results must match the CPU's
 # within float tolerance).
@@ -20,6 +25,23 @@ DEVICES = [
         ),
     ),
 ]
+
+
+def maps(bisect_alphas):
+    """name -> (torch map, NumPy map, alpha) of the three maps, the bisection
+    at each of ``bisect_alphas``."""
+    return {
+        "entmax15": (entmax15, skrbfkmeans.entmax15, 1.5),
+        "sparsemax": (sparsemax, skrbfkmeans.sparsemax, 2.0),
+        **{
+            f"bisect-{a:g}": (
+                partial(entmax_bisect, alpha=a),
+                partial(skrbfkmeans.entmax_bisect, alpha=a),
+                a,
+            )
+            for a in bisect_alphas
+        },
+    }
 
 
 @pytest.fixture(autouse=True)

@@ -16,25 +16,14 @@ torch = pytest.importorskip(
     "torch", reason='PyTorch not installed (pip install "skrbfkmeans[torch]")'
 )
 
-from _torch_common import DEVICES, one_torch_thread  # noqa: E402, F401
+from _torch_common import DEVICES, maps, one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 
 import skrbfkmeans  # noqa: E402
 from skrbfkmeans.torch import _thresholds, entmax15, entmax_bisect, sparsemax  # noqa: E402
 
 # name -> (torch map, NumPy map, alpha)
-MAPS = {
-    "entmax15": (entmax15, skrbfkmeans.entmax15, 1.5),
-    "sparsemax": (sparsemax, skrbfkmeans.sparsemax, 2.0),
-    **{
-        f"bisect-{a:g}": (
-            partial(entmax_bisect, alpha=a),
-            partial(skrbfkmeans.entmax_bisect, alpha=a),
-            a,
-        )
-        for a in (1.1, 1.25, 1.5, 2.0, 3.0)
-    },
-}
+MAPS = maps((1.1, 1.25, 1.5, 2.0, 3.0))
 
 # Probabilities are at most 1 and the maps are Lipschitz for alpha <= 2: two
 # correct float64 implementations differ by a few ulps of 1 (measured: at
