@@ -116,6 +116,15 @@ def _danskin(zo, mo, w, R, weighted):
     return grad_z, grad_centers
 
 
+def _loss_gradients(zo, mo, w, R, weighted, mean):
+    """:func:`_danskin`, divided by the total weight for the mean reduction."""
+    grad_z, grad_centers = _danskin(zo, mo, w, R, weighted)
+    if mean:
+        total = w.sum()
+        grad_z, grad_centers = grad_z / total, grad_centers / total
+    return grad_z, grad_centers
+
+
 class _RBFKMeansLoss(torch.autograd.Function):
     """Free energy; backward from the optimal responsibilities (Danskin).
 
@@ -163,11 +172,7 @@ class _RBFKMeansLoss(torch.autograd.Function):
             geo = geometry(z.to(dtype), centers.to(dtype))
             R = responsibilities(geo, score_factor(geo, sigma), ctx.activation)
             zo, mo = geo.zo, geo.mo
-        grad_z, grad_centers = _danskin(zo, mo, wd, R, ctx.weighted)
-        if ctx.mean:
-            total = wd.sum()
-            grad_z, grad_centers = grad_z / total, grad_centers / total
-        return grad_z, grad_centers
+        return _loss_gradients(zo, mo, wd, R, ctx.weighted, ctx.mean)
 
     @staticmethod
     def backward(ctx, g, *_):
@@ -189,10 +194,9 @@ class _RBFKMeansLoss(torch.autograd.Function):
 def _loss_jvp(ctx, z_t, centers_t, *_):
     """``dF = <dF/dz, z_t> + <dF/dmu, mu_t>``, from the saved responsibilities."""
     w, R, zo, mo = ctx.saved_tensors
-    grad_z, grad_centers = _danskin(zo, mo, w.to(zo.dtype), R, ctx.weighted)
-    if ctx.mean:
-        total = w.to(zo.dtype).sum()
-        grad_z, grad_centers = grad_z / total, grad_centers / total
+    grad_z, grad_centers = _loss_gradients(
+        zo, mo, w.to(zo.dtype), R, ctx.weighted, ctx.mean
+    )
     tangent = torch.zeros((), dtype=zo.dtype, device=zo.device)
     if z_t is not None:
         tangent = tangent + (grad_z * z_t.to(zo.dtype)).sum()
