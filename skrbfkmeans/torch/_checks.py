@@ -64,11 +64,11 @@ def width_tensor(sigma, device, dtype):
         if not compiling():
             check_sigma(sigma)
         return sigma.reshape(())
-    if compiling():
-        # A number is a constant of the graph (a new value recompiles): no
-        # check on the host, which the tracer cannot follow.
-        return torch.tensor(sigma, dtype=dtype, device=device)
-    return torch.tensor(check_sigma(sigma), dtype=dtype, device=device)
+    if not compiling():
+        # Compiling, a number is a constant of the graph (a new value
+        # recompiles): no check on the host, which the tracer cannot follow.
+        sigma = check_sigma(sigma)
+    return torch.tensor(sigma, dtype=dtype, device=device)
 
 
 def check_activation(activation):
