@@ -20,8 +20,11 @@ applied in the form that fits its caller:
 import torch
 
 
-def variants(function, jvp):
-    """Return the eager twin and the ``torch.func`` subclass of ``function``."""
+def attach_forms(function, jvp):
+    """Give ``function`` its eager twin and ``torch.func`` subclass (``forms``).
+
+    :func:`apply` picks among them and the class itself.
+    """
 
     class Transformable(function):
         generate_vmap_rule = True
@@ -40,12 +43,7 @@ def variants(function, jvp):
     Eager.jvp = staticmethod(jvp)
     Transformable.__name__ = Transformable.__qualname__ = function.__name__
     Eager.__name__ = Eager.__qualname__ = function.__name__
-    return Eager, Transformable
-
-
-def attach_forms(function, jvp):
-    """Give ``function`` its eager and ``torch.func`` forms (see :func:`apply`)."""
-    function.forms = variants(function, jvp)
+    function.forms = Eager, Transformable
     return function
 
 
