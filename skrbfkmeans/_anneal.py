@@ -443,9 +443,8 @@ def _final_phase(
     fixed point of all of them (or where the budget ends), which the
     certificate then checks afresh.
     """
-    it, conv, moves, n_single, n_boundary, spent = 0, False, [], 0, 0, False
+    done, it, conv, moves = None, 0, False, []
     it_final = n_iter if from_init else 0
-    it_first = it_last = 0
     if finish:
         done = _finish.finish(
             rows, centers, max_iter=settings.max_iter, polish_moves=settings.polish,
@@ -453,12 +452,9 @@ def _final_phase(
             total=max(int(FINAL_BUDGET * n_iter), FINAL_BUDGET_MIN),
         )  # fmt: skip
         centers, it, conv, moves = done.centers, done.n_iter, done.converged, done.moves
-        n_single, n_boundary = done.n_single, done.n_boundary
-        spent = done.budget_spent
-        it_first, it_last = done.n_iter_first, done.n_iter_last
         # The run that produced the centres (KMeans's from an explicit init,
         # unless a move was kept after it).
-        moved = bool(moves) or n_boundary > 0
+        moved = bool(moves) or done.n_boundary > 0
         it_final = n_iter if from_init and not moved else done.n_iter_last
     sigma, certified = certify(rows, centers, sigma_cap)
     res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
@@ -466,11 +462,8 @@ def _final_phase(
     path.record(sigma, centers, res, n_distinct, act)
     if settings.verbose:
         _print_final_phase(
-            len(path.sigma) - 1, settings, sigma, res.inertia, certified,
-            finish=finish, converged=conv, it_first=it_first,
-            it_trials=it - it_first, it_last=it_last, n_moves=len(moves),
-            n_boundary=n_boundary, n_single=n_single, budget_spent=spent,
-        )  # fmt: skip
+            len(path.sigma) - 1, settings, sigma, res.inertia, certified, done
+        )
     return path.result(
         centers, sigma, n_iter=n_iter + it, n_iter_final=it_final, converged=conv,
         certified=certified, activation=act, moves=len(moves),
@@ -478,38 +471,37 @@ def _final_phase(
     )  # fmt: skip
 
 
-def _print_final_phase(
-    stage, settings, sigma, inertia, certified, *, finish, converged, it_first,
-    it_trials, it_last, n_moves, n_boundary, n_single, budget_spent=False,
-):  # fmt: skip
+def _print_final_phase(stage, settings, sigma, inertia, certified, done):
     """Print the final phase's line of ``verbose``, each count named for what it counts.
 
-    The first Lloyd run (from the annealed centres or KMeans's); the Lloyd
-    iterations that the trials of the polish and boundary moves cost, kept
-    or not (``n_iter_total_`` counts them, ``n_iter_`` does not); when a
-    move was kept, the iterations of the Lloyd run after the last one
-    (``n_iter_``, unless the fit ends on every row).
+    ``done`` is ``_finish.finish``'s ``Finished`` (None: KMeans's run
+    stopped at ``max_iter``, nothing ran). The first Lloyd run (from the
+    annealed centres or KMeans's); the Lloyd iterations that the trials of
+    the polish and boundary moves cost, kept or not (``n_iter_total_``
+    counts them, ``n_iter_`` does not); when a move was kept, the
+    iterations of the Lloyd run after the last one (``n_iter_``, unless the
+    fit ends on every row).
     """
-    if not finish:
+    if done is None:
         lloyd = "KMeans's run stopped at max_iter: no Lloyd run, no moves"
     else:
         lloyd = (
-            f"Lloyd {'converged' if converged else 'stopped'} after "
-            f"{counted(it_first, 'iteration')}"
+            f"Lloyd {'converged' if done.converged else 'stopped'} after "
+            f"{counted(done.n_iter_first, 'iteration')}"
         )
         if settings.polish:
-            trials = f"trials: {counted(it_trials, 'Lloyd iteration')}"
-            if n_moves or n_boundary:
-                trials += (
-                    f"; Lloyd after the last kept: {counted(it_last, 'iteration')}"
-                )
-            if budget_spent:
-                trials += "; the search stopped at its budget"
+            trials = counted(done.n_iter - done.n_iter_first, "Lloyd iteration")
+            trials = f"trials: {trials}"
+            if done.moves or done.n_boundary:
+                last = counted(done.n_iter_last, "iteration")
+                trials += f"; Lloyd after the last kept: {last}"
+            if done.budget_spent:
+                trials += "; their budget spent"
             lloyd += (
-                f"; {counted(n_moves, 'polish move')} and "
-                f"{counted(n_boundary, 'boundary move')} kept ({trials})"
+                f"; {counted(len(done.moves), 'polish move')} and "
+                f"{counted(done.n_boundary, 'boundary move')} kept ({trials})"
             )
-        lloyd += f"; {counted(n_single, 'single-sample move')}"
+        lloyd += f"; {counted(done.n_single, 'single-sample move')}"
     print(
         f"Stage {stage}{settings.rows_note}, final phase: {lloyd}; sigma "
         f"{settings.user_width(sigma):.4g}, inertia "

@@ -636,9 +636,7 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
                 self.max_clusters,
                 runs.settings,
                 sigma_start=runs.sigma_start,
-                # None: the references' fixed seed, so that the fit stays
-                # one deterministic run (the global RNG would differ per run).
-                random_state=None if self.random_state is None else setup.random_state,
+                random_state=self.random_state,
             )
         else:
             result = anneal(
@@ -666,11 +664,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         )  # fmt: skip
         user = result.to_user(rows.units)
         if self.verbose and final is not None:
-            run = (
+            what = (
                 "Lloyd" if self.sigma_end == "auto" else f"EM at sigma {user.sigma:.4g}"
             )
             print(
-                f"Every row: {run} {'converged' if result.converged else 'stopped'}"
+                f"Every row: {what} {'converged' if result.converged else 'stopped'}"
                 f" after {counted(result.n_iter_final, 'iteration')}, inertia "
                 f"{float(rows.units.to_user_energy(final[1])):.6g}, certified "
                 f"{result.certified}."

@@ -16,6 +16,7 @@ and warns when no count beat the references or the choice is uncertain.
 from typing import NamedTuple
 
 import numpy as np
+from sklearn.utils import check_random_state
 
 from ._anneal import (
     _Path,
@@ -362,10 +363,14 @@ def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None)
 
 
 def _reference_seed(random_state):
-    """One seed for the references, drawn from the fit's ``random_state``."""
+    """One seed for the references, drawn from the estimator's ``random_state``.
+
+    None gives a fixed seed (0), not the global generator: the fit stays one
+    deterministic run, as the annealing is.
+    """
     if random_state is None:
         return 0
-    return int(random_state.randint(np.iinfo(np.int32).max))
+    return int(check_random_state(random_state).randint(np.iinfo(np.int32).max))
 
 
 def count_attributes(choice, n_clusters):

@@ -71,7 +71,10 @@ class Finished(NamedTuple):
     those of the first Lloyd run (from the centres given), ``n_iter_last``
     those of the run that produced the centres (the first Lloyd run, or
     the last kept move's); ``n_iter - n_iter_first`` is the cost of the
-    moves' trials, kept or not. ``moves`` are the polish's kept moves.
+    moves' trials, kept or not. ``moves`` are the polish's kept moves,
+    ``n_single`` the single-sample moves made, ``n_boundary`` the boundary
+    moves kept; ``budget_spent`` says that the trials used all of ``total``
+    (the search may then have stopped before a fixed point of the polish).
     """
 
     centers: object
@@ -82,7 +85,6 @@ class Finished(NamedTuple):
     moves: list
     n_single: int
     n_boundary: int
-    # Whether ``total`` ended the search (before a fixed point was proven).
     budget_spent: bool = False
 
 
@@ -108,11 +110,14 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
     centers, n_iter, converged = lloyd(rows, centers, max_iter)
     n_iter_first = n_iter_last = n_iter
     moves, n_single, n_boundary = [], 0, 0
+
+    def left():  # of ``total``, None for no bound
+        return None if total is None else max(total - (n_iter - n_iter_first), 0)
+
     while True:
-        left = None if total is None else max(total - (n_iter - n_iter_first), 0)
         if polish_moves:
             centers, _, kept, it_polish, it_move, n_moved = polish(
-                rows, centers, max_iter=max_iter, single_moves=True, budget=left
+                rows, centers, max_iter=max_iter, single_moves=True, budget=left()
             )
             n_iter += it_polish
             n_iter_last = it_move if kept else n_iter_last
@@ -123,19 +128,17 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
         # Boundary moves start from the fixed point of the moves above, so
         # that one kept can only lower the distortion it reached; after one,
         # the moves above run again.
-        if total is not None:
-            left = max(total - (n_iter - n_iter_first), 0)
-            budget = min(budget, left)
-        if not polish_moves or budget <= 0:
+        search = budget if total is None else min(budget, left())
+        if not polish_moves or search <= 0:
             break
         centers, _, shifted, it_move, spent = boundary_moves(
-            rows, centers, budget=budget, max_iter=max_iter
+            rows, centers, budget=search, max_iter=max_iter
         )
         n_iter += spent
         if not shifted:
             break
         n_boundary, n_iter_last = n_boundary + 1, it_move
-    spent = total is not None and n_iter - n_iter_first >= total
+    spent = left() == 0
     return Finished(
         centers, n_iter, n_iter_first, n_iter_last, converged, moves, n_single,
         n_boundary, spent,

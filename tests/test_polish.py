@@ -304,9 +304,9 @@ def test_verbose_says_when_the_budget_ended_the_search(monkeypatch, capsys):
 
     X = StandardScaler().fit_transform(load_iris().data)
     AnnealedRBFKMeans(5, verbose=1).fit(X)
-    assert "stopped at its budget" not in capsys.readouterr().out
+    assert "their budget spent" not in capsys.readouterr().out
     monkeypatch.setattr(_anneal, "FINAL_BUDGET", 1e-3)
     monkeypatch.setattr(_anneal, "FINAL_BUDGET_MIN", 1)
     AnnealedRBFKMeans(5, verbose=1).fit(X)
     final = [line for line in capsys.readouterr().out.splitlines() if "final" in line]
-    assert len(final) == 1 and "the search stopped at its budget" in final[0]
+    assert len(final) == 1 and "; their budget spent)" in final[0]
