@@ -224,65 +224,41 @@ def ball(d, seed, n=1000):
     return make, 1
 
 
+def _named(kind, make, rows):
+    """``(name, make(*row))`` per row, named ``spreads5-2d`` or ``grid2x3-5d``.
+
+    Each row is the maker's arguments, the dimension and the seed last: the
+    name gives the others joined by ``x``, then the dimension.
+    """
+    return [
+        (f"{kind}{'x'.join(map(str, row[:-2]))}-{row[-2]}d", make(*row)) for row in rows
+    ]
+
+
 def design_sets():
     """``(name, make, K, half)`` of the design bench (``half`` is "A" or "B")."""
+    # fmt: off
     specs = {
-        "grid": [
-            ("grid2x2-2d", grid(2, 2, 2, 1)),
-            ("grid3x3-2d", grid(3, 3, 2, 2)),
-            ("grid2x3-5d", grid(2, 3, 5, 3)),
-            ("grid3x3-10d", grid(3, 3, 10, 4)),
-            ("grid3x4-2d", grid(3, 4, 2, 5)),
-            ("grid2x5-3d", grid(2, 5, 3, 6)),
-            ("grid2x4-20d", grid(2, 4, 20, 7)),
-            ("grid3x3-50d", grid(3, 3, 50, 8)),
-            ("grid1x3-2d", grid(1, 3, 2, 9)),
-            ("grid2x2-30d", grid(2, 2, 30, 10)),
-        ],
-        "levels": [
-            ("levels2x3-2d", levels(2, 3, 2, 11)),
-            ("levels3x2-2d", levels(3, 2, 2, 12)),
-            ("levels2x4-5d", levels(2, 4, 5, 13)),
-            ("levels3x3-3d", levels(3, 3, 3, 14)),
-            ("levels4x2-10d", levels(4, 2, 10, 15)),
-            ("levels2x2-2d", levels(2, 2, 2, 16)),
-            ("levels3x4-8d", levels(3, 4, 8, 17)),
-            ("levels2x5-20d", levels(2, 5, 20, 18)),
-            ("levels2x6-2d", levels(2, 6, 2, 19)),
-            ("levels4x3-5d", levels(4, 3, 5, 20)),
-        ],
-        "spreads": [
-            ("spreads5-2d", spreads(5, 2, 21)),
-            ("spreads3-2d", spreads(3, 2, 22)),
-            ("spreads4-5d", spreads(4, 5, 23)),
-            ("spreads6-3d", spreads(6, 3, 24)),
-            ("spreads8-10d", spreads(8, 10, 25)),
-            ("spreads2-2d", spreads(2, 2, 26)),
-            ("spreads7-20d", spreads(7, 20, 27)),
-            ("spreads10-2d", spreads(10, 2, 28)),
-            ("spreads5-50d", spreads(5, 50, 29)),
-            ("spreads12-5d", spreads(12, 5, 30)),
-        ],
-        "sizes": [
-            ("sizes3-2d", sizes(3, 2, 31)),
-            ("sizes5-2d", sizes(5, 2, 32)),
-            ("sizes6-5d", sizes(6, 5, 33)),
-            ("sizes8-3d", sizes(8, 3, 34)),
-            ("sizes4-20d", sizes(4, 20, 35)),
-            ("sizes10-10d", sizes(10, 10, 36)),
-            ("sizes2-2d", sizes(2, 2, 37)),
-            ("sizes12-2d", sizes(12, 2, 38)),
-        ],
-        "unequal": [
-            ("unequal4-2d", unequal(4, 2, 41)),
-            ("unequal3-2d", unequal(3, 2, 42)),
-            ("unequal5-3d", unequal(5, 3, 43)),
-            ("unequal4-10d", unequal(4, 10, 44)),
-            ("unequal6-2d", unequal(6, 2, 45)),
-            ("unequal3-5d", unequal(3, 5, 46)),
-            ("unequal5-20d", unequal(5, 20, 47)),
-            ("unequal2-2d", unequal(2, 2, 48)),
-        ],
+        "grid": _named("grid", grid, [
+            (2, 2, 2, 1), (3, 3, 2, 2), (2, 3, 5, 3), (3, 3, 10, 4), (3, 4, 2, 5),
+            (2, 5, 3, 6), (2, 4, 20, 7), (3, 3, 50, 8), (1, 3, 2, 9), (2, 2, 30, 10),
+        ]),
+        "levels": _named("levels", levels, [
+            (2, 3, 2, 11), (3, 2, 2, 12), (2, 4, 5, 13), (3, 3, 3, 14), (4, 2, 10, 15),
+            (2, 2, 2, 16), (3, 4, 8, 17), (2, 5, 20, 18), (2, 6, 2, 19), (4, 3, 5, 20),
+        ]),
+        "spreads": _named("spreads", spreads, [
+            (5, 2, 21), (3, 2, 22), (4, 5, 23), (6, 3, 24), (8, 10, 25), (2, 2, 26),
+            (7, 20, 27), (10, 2, 28), (5, 50, 29), (12, 5, 30),
+        ]),
+        "sizes": _named("sizes", sizes, [
+            (3, 2, 31), (5, 2, 32), (6, 5, 33), (8, 3, 34), (4, 20, 35), (10, 10, 36),
+            (2, 2, 37), (12, 2, 38),
+        ]),
+        "unequal": _named("unequal", unequal, [
+            (4, 2, 41), (3, 2, 42), (5, 3, 43), (4, 10, 44), (6, 2, 45), (3, 5, 46),
+            (5, 20, 47), (2, 2, 48),
+        ]),
         "close": [
             ("close-spreads5-2d", close(5, 2, 91)),
             ("close-unequal4-3d", close(4, 3, 92, "unequal")),
@@ -293,24 +269,13 @@ def design_sets():
             ("close-spreads3-2d", close(3, 2, 97)),
             ("close-unequal5-10d", close(5, 10, 98, "unequal")),
         ],
-        "aniso": [
-            ("aniso3-2d", aniso(3, 2, 51)),
-            ("aniso4-2d", aniso(4, 2, 52)),
-            ("aniso5-5d", aniso(5, 5, 53)),
-            ("aniso6-3d", aniso(6, 3, 54)),
-            ("aniso3-10d", aniso(3, 10, 55)),
-            ("aniso8-2d", aniso(8, 2, 56)),
-            ("aniso4-20d", aniso(4, 20, 57)),
-            ("aniso2-2d", aniso(2, 2, 58)),
-        ],
-        "mixed": [
-            ("mixed4-2d", mixed(4, 2, 61)),
-            ("mixed6-5d", mixed(6, 5, 62)),
-            ("mixed9-3d", mixed(9, 3, 63)),
-            ("mixed7-10d", mixed(7, 10, 64)),
-            ("mixed11-20d", mixed(11, 20, 65)),
-            ("mixed3-50d", mixed(3, 50, 66)),
-        ],
+        "aniso": _named("aniso", aniso, [
+            (3, 2, 51), (4, 2, 52), (5, 5, 53), (6, 3, 54), (3, 10, 55), (8, 2, 56),
+            (4, 20, 57), (2, 2, 58),
+        ]),
+        "mixed": _named("mixed", mixed, [
+            (4, 2, 61), (6, 5, 62), (9, 3, 63), (7, 10, 64), (11, 20, 65), (3, 50, 66),
+        ]),
         "none": [
             ("uniform-2d", uniform(2, 71)),
             ("uniform-5d", uniform(5, 72)),
@@ -324,6 +289,7 @@ def design_sets():
             ("ball-2d", ball(2, 80, n=2000)),
         ],
     }
+    # fmt: on
     out = []
     for kind in specs.values():
         for i, (name, (make, K)) in enumerate(kind):
