@@ -1,6 +1,6 @@
 """Generated data sets with a known number of clusters, for ``bench_n_clusters``.
 
-Seven kinds of clustered sets and structureless ones (agreed K = 1):
+Eight kinds of clustered sets and structureless ones (agreed K = 1):
 
 - ``grid``: a ``g1 x g2`` grid of Gaussian blobs (spacing 6 std), in 2
   dimensions or rotated into more, with unit noise in the others;
@@ -133,7 +133,7 @@ def unequal(K, d, seed, big=1500, big_spread=1.5, small_spread=0.5, dist=7.0):
 
 
 def close(K, d, seed, kind="spreads"):
-    """Harder sets: centres exactly ``dist`` apart along a line through a simplex.
+    """Harder sets: centres at fixed distances, along a line or on a simplex.
 
     ``kind="spreads"``: spreads 0.5 to 1.5, neighbours 4 times the larger
     spread apart; ``kind="unequal"``: one blob of 1500 rows and spread 1.5,
