@@ -21,6 +21,7 @@ torch = pytest.importorskip(
     "torch", reason='PyTorch not installed (pip install "skrbfkmeans[torch]")'
 )
 
+from _torch_common import one_torch_thread  # noqa: E402, F401
 from numpy.testing import assert_allclose, assert_array_equal  # noqa: E402
 from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.metrics import normalized_mutual_info_score  # noqa: E402
@@ -77,14 +78,6 @@ def guide():
     finally:
         torch.set_num_threads(n_threads)
     return namespace
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    n_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n_threads)
 
 
 def test_the_section_has_the_blocks_checked_here():
