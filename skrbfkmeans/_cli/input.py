@@ -138,7 +138,7 @@ def _read_csv(path, header=None, columns=None):
                 records, header, positions = _select_fields(
                     records, columns, header, path
                 )
-            records, names, _ = _split_header(records, header)
+            records, names = _split_header(records, header)
             n_columns = None if names is None else len(names)
             keep, left_out = None, None
             for line_num, fields in records:
@@ -302,14 +302,13 @@ def _split_header(records, header):
     """Split ``records`` into the header and the data records.
 
     ``records`` iterates ``(line number, fields)`` over the rows that are not
-    blank. Returns ``(records, names, detected)``: an iterator of the data
-    records, the header's field names (``None`` without a header), and
-    whether the header was decided from the file (``header`` was ``None``).
-    Rows are read lazily, as the caller iterates ``records``.
+    blank. Returns ``(records, names)``: an iterator of the data records
+    and the header's field names (``None`` without a header). With
+    ``header=None`` the file decides (:func:`_is_header`). Rows are read
+    lazily, as the caller iterates ``records``.
     """
     first = next(records, None)
-    detected = header is None and first is not None
-    if detected:
+    if header is None and first is not None:
         header, read = _is_header(first[1], records)
         records = itertools.chain(read, records)
     names = None
@@ -317,7 +316,7 @@ def _split_header(records, header):
         names = [field.strip() for field in first[1]]
     elif first is not None:
         records = itertools.chain([first], records)
-    return records, names, detected
+    return records, names
 
 
 def _row_values(fields, line, names, positions):
