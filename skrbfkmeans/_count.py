@@ -51,19 +51,21 @@ NULL_SE = 2.0
 
 
 class CountChoice(NamedTuple):
-    """What ``anneal_auto`` measured to choose the number of clusters."""
+    """What ``anneal_auto`` measured to choose the number of clusters.
 
-    lifetimes: np.ndarray
+    The data's lifetimes are the result's ``count_lifetimes``.
+    """
+
     # How far the chosen count's cumulative gap rises above every smaller
     # count's, in cooling steps (``gap_margin``).
     margin: float
     # The references' lifetimes (one row per reference), the cumulative gap
     # per count, the tolerance the choice used and the threshold the
     # largest gap had to exceed (log-width).
-    reference_lifetimes: np.ndarray = None
-    gap: np.ndarray = None
-    tolerance: float = 0.0
-    threshold: float = 0.0
+    reference_lifetimes: np.ndarray
+    gap: np.ndarray
+    tolerance: float
+    threshold: float
 
 
 def principal_box(rows, n_sample):
@@ -356,9 +358,7 @@ def anneal_auto(rows, max_clusters, settings, *, sigma_start, random_state=None)
     return result._replace(
         n_iter=result.n_iter + n_explore,
         count_lifetimes=lifetimes,
-        count_choice=CountChoice(
-            lifetimes, margin, references, gap, tolerance, threshold
-        ),
+        count_choice=CountChoice(margin, references, gap, tolerance, threshold),
     )
 
 
