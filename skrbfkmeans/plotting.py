@@ -308,6 +308,18 @@ def _lineages(estimator):
     return lines, strays
 
 
+def _smallest_below(Z, n):
+    """Return the smallest cluster below each node of the linkage ``Z``.
+
+    Nodes are numbered as SciPy does: the ``n`` clusters, then row ``r``'s
+    join as ``n + r``. Returns an array of ``2 n - 1`` cluster indices.
+    """
+    smallest = list(range(n))
+    for a, b in Z[:, :2].astype(np.intp):
+        smallest.append(min(smallest[a], smallest[b]))
+    return np.array(smallest, dtype=np.intp)
+
+
 def _born(Z, n):
     """Return the cluster that each row of the linkage ``Z`` splits off.
 
@@ -315,12 +327,8 @@ def _born(Z, n):
     whose smallest cluster is the larger splits off the other. Returns an
     array of ``n - 1`` cluster indices, one per row.
     """
-    smallest = list(range(n))
-    born = np.zeros(Z.shape[0], dtype=np.intp)
-    for r, (a, b) in enumerate(Z[:, :2].astype(np.intp)):
-        born[r] = max(smallest[a], smallest[b])
-        smallest.append(min(smallest[a], smallest[b]))
-    return born
+    smallest = _smallest_below(Z, n)
+    return smallest[Z[:, :2].astype(np.intp)].max(axis=1)
 
 
 def _representatives(Z, n, united):
@@ -737,15 +745,13 @@ def _draw_tree_links(ax, Z, layout, polish, horizontal, lineage):
     # The x of each node (leaves at 5, 15, ...; a join midway between its
     # two nodes), to find which row each drawn link is.
     x = {int(leaf): 5.0 + 10.0 * i for i, leaf in enumerate(layout["leaves"])}
-    smallest = list(range(n))
+    smallest, born = _smallest_below(Z, n), _born(Z, n)
     row_of = {}
     for r, (a, b) in enumerate(Z[:, :2].astype(np.intp)):
-        smallest.append(min(smallest[a], smallest[b]))
         if a in x and b in x:
             x[n + r] = (x[a] + x[b]) / 2
             row_of[(min(x[a], x[b]), max(x[a], x[b]), Z[r, 2])] = (r, a, b)
     solid, solid_colors, dotted, dotted_colors, circles = [], [], [], [], []
-    # One circle per split of the polish, at the top of its dotted leg.
     for i, (ic, dc) in enumerate(zip(layout["icoord"], layout["dcoord"])):
         r, a, b = row_of[(ic[0], ic[3], dc[1])]
         left, right = (a, b) if x[a] == ic[0] else (b, a)
@@ -754,14 +760,14 @@ def _draw_tree_links(ax, Z, layout, polish, horizontal, lineage):
             ([(ic[1], dc[1]), (ic[2], dc[2])], n + r),
             ([(ic[2], dc[2]), (ic[3], dc[3])], right),
         ]
-        born = max(smallest[a], smallest[b])
         for points, node in pieces:
             # The top of a leg is where it meets the bar, at the join's width.
             top = (points[0][0], dc[1])
             if horizontal:
                 points, top = [(d, i_) for i_, d in points], top[::-1]
             color = palette[smallest[node]] if lineage else layout["color_list"][i]
-            if polish[r] and node != n + r and smallest[node] == born:
+            if polish[r] and node != n + r and smallest[node] == born[r]:
+                # The leg the polish split off: dotted, a circle at its top.
                 dotted.append(points)
                 dotted_colors.append(color)
                 circles.append((top, color))
