@@ -287,7 +287,7 @@ def bench_sets(name):
     return [s for draw in HELDOUT_SEEDS for s in heldout_sets(draw=draw)]
 
 
-def print_table(rows, M):
+def print_table(rows):
     header = f"{'data':22s} {'n x d':>9s} {'K':>3s} | " + " | ".join(
         f"{name:>12s}" for name in RULES
     )
@@ -422,7 +422,7 @@ def main():
                 results.append((half, K, found, times))
                 fits.append(fit)
                 rows.append((name, f"{X.shape[0]}x{X.shape[1]}", K, found, times))
-            print_table(rows, M)
+            print_table(rows)
     print("x: not the agreed K. Times: medians of --repeat runs, in seconds.\n")
     print_summary(results)
     if args.tune:
