@@ -661,7 +661,8 @@ def plot_split_tree(estimator, ax=None, **kwargs):
         The Axes drawn on (width axis logarithmic); the leaves are labelled
         with the cluster indices. The links are one collection of solid
         segments (two legs and a bar per join), then, with splits of the
-        polish, one of dotted legs and a line of their circles. The title
+        polish, one of dotted legs and one line per circle (a marker in the
+        colour of its leg). The title
         counts the splits made while annealing, those of the polish and,
         after an explicit ``init``, the clusters apart from the start.
 
