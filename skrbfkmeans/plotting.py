@@ -545,7 +545,7 @@ def plot_cluster_lifetimes(estimator, ax=None):
     ax.set_xticks(counts)
     ax.set_xlabel("number of distinct centres")
     ax.set_ylabel(r"lifetime: range of $\log \sigma$")
-    ax.set_title(_lifetimes_title(estimator))
+    ax.set_title(_lifetimes_title(estimator, references is not None))
     _lifetimes_legend(ax, auto, open_ended.any(), references is not None)
     return ax
 
@@ -570,13 +570,13 @@ def _draw_references(ax, counts, references):
     )  # fmt: skip
 
 
-def _lifetimes_title(estimator):
-    """Return the title of :func:`plot_cluster_lifetimes`."""
+def _lifetimes_title(estimator, references):
+    """Return the title of :func:`plot_cluster_lifetimes` (``references``: drawn)."""
     k = estimator.n_clusters_
     margin = getattr(estimator, "cluster_count_margin_", None)
     if estimator.n_clusters != "auto":
         return f"{k} clusters requested: the schedule splits no further"
-    if _reference_lifetimes(estimator) is not None:
+    if references:
         if k == 1:
             return "no count beats the structureless references: 1 cluster (fallback)"
         if margin is not None and margin <= 1:
