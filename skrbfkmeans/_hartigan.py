@@ -21,6 +21,13 @@ by explicit float64 differences at the current means (the earlier moves of
 the pass included) and made if it lowers the distortion: each move made is
 a step of the sequential method, so each lowers the distortion by its own
 ``Delta``.
+
+On many rows (beyond ``is_small``) a late pass moves a few samples near the
+boundaries: Hamerly's bounds on each row's distances (``_MoveBounds``) name
+the rows whose move may gain, and only those get their distances; the sums
+are then recomputed only for the clusters a move touched. The candidates
+are those of a full pass (their distances from a product over fewer rows,
+which may round differently), and the sums the same bits.
 """
 
 from numbers import Integral
@@ -29,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
-from ._engine.assign import nearest, single_move_gains
+from ._engine.assign import is_small, nearest, single_move_gains
 from ._engine.passes import labels_inertia
 from ._policy import one_blas_thread
 from ._rows import MemoryRows, working_units
@@ -40,6 +47,10 @@ from ._validation import check_data_centers, check_n_samples
 # a move that does not lower the distortion: each applied move then strictly
 # lowers it, and the passes end.
 _ULPS = 64
+
+# A bounded pass that would recompute more than this share of the rows runs
+# the full pass instead (no copy of the rows).
+_FULL_PASS_SHARE = 0.5
 
 
 def _row(X, i, offset):
@@ -58,6 +69,22 @@ def cluster_sums(X, w, labels, offset, n_clusters):
     S = M @ X
     S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
     return N, S - N[:, None] * np.asarray(offset, dtype=np.float64)
+
+
+def _refresh_sums(X, w, labels, offset, N, S, touched):
+    """``cluster_sums`` of the clusters ``touched``; the others' as they are.
+
+    A cluster no move touched keeps the exact sums of the pass before. The
+    sums of the others are taken over their rows in the same order as in
+    ``cluster_sums``, and so are the same bits.
+    """
+    touched = np.fromiter(sorted(touched), dtype=np.intp)
+    if 2 * touched.size > N.size:
+        return cluster_sums(X, w, labels, offset, N.size)
+    idx = np.flatnonzero(np.isin(labels, touched))
+    N_t, S_t = cluster_sums(X[idx], w[idx], labels[idx], offset, N.size)
+    N[touched], S[touched] = N_t[touched], S_t[touched]
+    return N, S
 
 
 def _means(N, S, centers, offset):
@@ -84,6 +111,82 @@ def _explicit_best(x, w, a, N, means):
     b = int(np.argmin(join))
     eps = np.finfo(np.float64).eps
     return b, join[b] - leave, _ULPS * (x.size + 2) * eps * (join[b] + leave)
+
+
+class _MoveBounds:
+    """Which rows' best move may gain, from bounds on their distances.
+
+    Hamerly's bounds, as ``_lloyd._Bounds``: ``upper`` bounds each row's
+    distance to its own mean from above, ``lower`` its distance to every
+    other mean from below; when the means move by ``shift``, ``upper +=
+    shift[own]`` and ``lower -= max(shift)``. A row's move changes the
+    distortion by at least ``w (f lower^2 - g upper^2)``, with ``f = N_min
+    / (N_min + w)`` (the smallest join factor ``N_b / (N_b + w)``) and
+    ``g = N_a / (N_a - w)``; a row whose bound clears the candidates' room
+    (``hartigan``) is no candidate, and only the others get their
+    distances. Late passes move a few rows near the boundaries, and a pass
+    then costs a few vectors of ``n`` instead of ``n k d``. The bounds keep
+    twice the engine's rounding (``_Bounds.slack``) as room.
+    """
+
+    def __init__(self, x_sq, dtype, n_features):
+        n = x_sq.shape[0]
+        eps = float(np.finfo(dtype).eps)
+        scale_sq = 2.0 * float(np.max(x_sq)) if n else 0.0
+        self.slack = 8.0 * np.sqrt(8.0 * (n_features + 2) * eps * scale_sq)
+        self.room = np.sqrt(eps)
+        self.upper, self.lower = np.full(n, np.inf), np.zeros(n)
+        self.centers = None
+
+    def gains(self, X, w, labels, centers, N, offset, x_sq):
+        """``single_move_gains`` of the rows the bounds do not clear.
+
+        The others get ``delta = inf`` (no candidate); the bounds of the
+        rows computed become exact.
+        """
+        n = labels.shape[0]
+        if self.centers is not None:
+            step = centers.astype(np.float64) - self.centers
+            shift = np.sqrt(np.einsum("ij,ij->i", step, step))
+            self.upper += shift[labels]
+            self.lower -= shift.max()
+        self.centers = centers.astype(np.float64)
+        wf = np.asarray(w, dtype=np.float64)
+        own = N[labels]
+        rest = own - wf
+        n_min = N.min()
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g = np.where(rest > 0, own / rest, 0.0)
+            up_sq = g * self.upper**2
+            low = n_min / (n_min + wf) * np.maximum(self.lower, 0.0) ** 2 - up_sq
+            # delta >= room (delta + 2 w leave) follows from this:
+            cleared = low * (1.0 - self.room) > 2.0 * self.room * up_sq
+        cleared |= ~(wf > 0)
+        idx = np.flatnonzero(~cleared)
+        if idx.size > _FULL_PASS_SHARE * n:
+            delta, size, target, d_own, d_other = single_move_gains(
+                X, w, labels, centers, N, offset, x_sq, distances=True
+            )
+            self._set(slice(None), d_own, d_other)
+            return delta, size, target
+        delta, size = np.full(n, np.inf), np.zeros(n)
+        target = np.zeros(n, dtype=np.intp)
+        if idx.size:
+            out = single_move_gains(
+                X[idx], w[idx], labels[idx], centers, N, offset, x_sq[idx],
+                distances=True,
+            )  # fmt: skip
+            delta[idx], size[idx], target[idx] = out[:3]
+            self._set(idx, *out[3:])
+        return delta, size, target
+
+    def _set(self, idx, d_own, d_other):
+        self.upper[idx] = np.sqrt(d_own) + self.slack
+        self.lower[idx] = np.sqrt(d_other) - self.slack
+
+    def moved(self, idx):
+        """Rows ``idx`` changed cluster: their bounds are recomputed next pass."""
+        self.upper[idx], self.lower[idx] = np.inf, 0.0
 
 
 def hartigan(rows, centers, *, max_iter=300):
@@ -131,9 +234,14 @@ def hartigan(rows, centers, *, max_iter=300):
     N, S = cluster_sums(X, w, labels, offset, n_clusters)
     means = _means(N, S, centers, offset)
     n_moves, converged = 0, n_clusters < 2
+    # Many rows: bounds leave out the rows whose move cannot gain.
+    bounds = None
+    if not sp.issparse(X) and not is_small(X, n_clusters):
+        bounds = _MoveBounds(x_sq, dtype, X.shape[1])
+    gains = single_move_gains if bounds is None else bounds.gains
     for _ in range(max_iter if n_clusters > 1 else 0):
         current = (means + offset).astype(dtype)
-        delta, size, target = single_move_gains(
+        delta, size, target = gains(
             X, w, labels, current, N, offset.astype(dtype), x_sq
         )
         # Candidates by the engine's distances (with room for their rounding,
@@ -142,7 +250,7 @@ def hartigan(rows, centers, *, max_iter=300):
         room = np.sqrt(np.finfo(dtype).eps) * size
         cand = np.flatnonzero(delta < room)
         cand = cand[np.lexsort((cand, delta[cand]))]
-        moved = 0
+        moved, touched = 0, set()
         for i in cand:
             # Sequentially, as Hartigan's method: each candidate's best move
             # at the current means (earlier moves of this pass included).
@@ -160,12 +268,18 @@ def hartigan(rows, centers, *, max_iter=300):
                     means[j] = S[j] / N[j]
             labels[i] = b
             moved += 1
+            if bounds is not None:
+                bounds.moved(i)
+                touched.update((a, b))
         if not moved:
             converged = True
             break
         n_moves += moved
         # Exact sums of the new partition: running updates drift.
-        N, S = cluster_sums(X, w, labels, offset, n_clusters)
+        if bounds is None:
+            N, S = cluster_sums(X, w, labels, offset, n_clusters)
+        else:
+            N, S = _refresh_sums(X, w, labels, offset, N, S, touched)
         means = _means(N, S, centers, offset)
     centers = (means + offset).astype(dtype)
     # Samples of weight 0 never move (they change nothing): they take their

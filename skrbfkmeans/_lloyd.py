@@ -58,15 +58,21 @@ def _use_bounds(X, n_clusters):
     concentrate in many dimensions. Measured on the polish of
     bench_quality's sets (2026-12-03): 0.6-0.8x the time with 16 to 25
     centres in 2 to 8 features, 1.0-1.06x with 30 to 100 centres or 64
-    features, 1.2-1.6x with 3 to 10 centres.
+    features, 1.2-1.6x with 3 to 10 centres. Beyond small data
+    (``is_small``) bounds pay with fewer centres too: the finish on every
+    row of 5e4 16-D blobs with 8 centres, whose Lloyd run creeps for 100
+    iterations, took 0.41 s instead of 0.58 s (2026-12-05).
     """
     d = X.shape[1]
-    return not sp.issparse(X) and 16 <= n_clusters <= 64 and d <= 16
+    if sp.issparse(X) or d > 16 or n_clusters > 64:
+        return False
+    return n_clusters >= 16 or not is_small(X, n_clusters)
 
 
 def _coincident(centers):
-    """Whether two centres are equal."""
-    return np.unique(centers, axis=0).shape[0] < centers.shape[0]
+    """Whether two centres are equal (neighbours once sorted row by row)."""
+    ranked = centers[np.lexsort(centers.T[::-1])]
+    return bool((ranked[1:] == ranked[:-1]).all(axis=1).any())
 
 
 class IncrementalLloyd:

@@ -17,8 +17,16 @@ from sklearn.datasets import load_iris, make_blobs
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, kmeans_hartigan
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, _hartigan, kmeans_hartigan
 from skrbfkmeans._certificate import explicit_fixed_point
+
+
+@pytest.fixture(autouse=True, params=["full", "bounded"])
+def passes(request, monkeypatch):
+    # Many rows take bounded passes (only the rows whose move may gain get
+    # their distances); "bounded" takes them on the small test data too.
+    if request.param == "bounded":
+        monkeypatch.setattr(_hartigan, "is_small", lambda X, k: False)
 
 
 def _sse(X, w, labels, k):
@@ -224,3 +232,44 @@ def test_hartigan_on_dask_input_is_refused():
     X = da.from_array(np.random.RandomState(0).normal(size=(40, 2)), chunks=20)
     with pytest.raises(ValueError, match="algorithm='hartigan'.*in memory"):
         RBFKMeans(2, sigma=0, algorithm="hartigan").fit(X)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    k=st.integers(2, 5),
+    d=st.integers(1, 3),
+    step=st.sampled_from([0.0, 1e-6, 0.01, 0.3, 2.0]),
+)
+def test_bounds_keep_every_candidate(seed, k, d, step):
+    # Check the bounded pass against the full one (every row's distances):
+    # after the means move and some rows change cluster, each row that the
+    # full pass names a candidate is computed by the bounded pass, with the
+    # same gain, and no other row is named.
+    from skrbfkmeans._engine.assign import single_move_gains
+
+    rng = np.random.default_rng(seed)
+    n = 120
+    X = np.round(rng.normal(size=(n, d)) * 2) / 2  # ties are common
+    w = rng.choice([0.0, 1.0, 1.0, 2.0], size=n)
+    x_sq = (X**2).sum(axis=1)
+    offset = np.zeros(d)
+    labels = rng.integers(0, k, n)
+    centers = rng.normal(size=(k, d))
+    bounds = _hartigan._MoveBounds(x_sq, X.dtype, d)
+
+    def check(labels, centers):
+        N = np.bincount(labels, weights=w, minlength=k)
+        full = single_move_gains(X, w, labels, centers, N, offset, x_sq)
+        got = bounds.gains(X, w, labels, centers, N, offset, x_sq)
+        room = np.sqrt(np.finfo(X.dtype).eps)
+        named = np.flatnonzero(full[0] < room * full[1])
+        assert_array_equal(np.flatnonzero(got[0] < room * got[1]), named)
+        assert_allclose(got[0][named], full[0][named], rtol=1e-12, atol=1e-12)
+
+    check(labels, centers)
+    movers = rng.choice(n, size=5, replace=False)
+    labels = labels.copy()
+    labels[movers] = (labels[movers] + 1) % k
+    bounds.moved(movers)
+    check(labels, centers + step * rng.normal(size=(k, d)))

@@ -115,7 +115,7 @@ def assignment_sums(X, sample_weight, centers, offset, *, centred, second=False)
     return (labels, e_own, N, S, e_second) if second else (labels, e_own, N, S)
 
 
-def single_move_gains(X, w, labels, centers, N, offset, x_sq):
+def single_move_gains(X, w, labels, centers, N, offset, x_sq, *, distances=False):
     """Every row's best single-sample (Hartigan) move, from partial distances.
 
     Moving row ``i`` (weight ``w_i``) from its cluster ``a = labels[i]``
@@ -126,14 +126,18 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq):
     exists: one cluster or weight 0), and the sum of the two terms it
     compares (the scale of its rounding), float64. The distances are the
     pass's (``|x|^2`` is ``x_sq``), to be confirmed by explicit
-    differences. Cost: one pass of partial distances.
+    differences. With ``distances``, also each row's squared distance to
+    its own centre and to the nearest other one (float64: the bounds of
+    ``_hartigan``). Cost: one pass of partial distances.
     """
     n_samples, n_clusters = X.shape[0], centers.shape[0]
     delta = np.full(n_samples, np.inf)
     size = np.zeros(n_samples)
     target = np.zeros(n_samples, dtype=np.intp)
+    d_own, d_other = np.zeros(n_samples), np.full(n_samples, np.inf)
+    out = (delta, size, target, d_own, d_other) if distances else (delta, size, target)
     if n_clusters < 2:
-        return delta, size, target
+        return out
     N = np.asarray(N, dtype=np.float64)
 
     def block(sl, Xb, E, closest, e_closest, buf):
@@ -145,13 +149,18 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq):
         J = E
         J += x_sq[sl, None]
         np.maximum(J, 0, out=J)
-        d_own = J[rows, lab].astype(np.float64)
+        own_d = J[rows, lab].astype(np.float64)
+        if distances:
+            d_own[sl] = own_d
+            J[rows, lab] = np.inf
+            d_other[sl] = J.min(axis=1)
+            J[rows, lab] = own_d
         own = N[lab]
         rest = own - wb
         # Leaving a cluster that the sample alone weighs leaves it empty:
         # its distortion drops by 0 (the sample sits on its mean).
         with np.errstate(divide="ignore", invalid="ignore"):
-            leave = np.where(rest > 0, own / rest, 0.0) * d_own
+            leave = np.where(rest > 0, own / rest, 0.0) * own_d
             if wb.size and wb.min() == wb.max():
                 # Equal weights (the usual case): one factor per cluster.
                 J *= (N / (N + wb[0])).astype(J.dtype)
@@ -166,4 +175,4 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq):
         size[sl] = wb * (join + leave)
 
     BlockPlan(X, centers, offset).map(block)
-    return delta, size, target
+    return out
