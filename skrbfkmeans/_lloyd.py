@@ -93,6 +93,7 @@ class IncrementalLloyd:
         if _use_bounds(rows.X, centers.shape[0]):
             self.bounds = _Bounds(rows, np.asarray(centers).dtype)
         self.labels = None
+        self.dropped = False
         self._reset(np.array(centers, copy=True))
 
     def _reset(self, centers):
@@ -121,7 +122,7 @@ class IncrementalLloyd:
         for name in ("centers", "labels", "e_own", "N", "S"):
             setattr(new, name, getattr(self, name).copy())
         new.bounds = None if self.bounds is None else self.bounds.copy()
-        new.exact = self.exact
+        new.exact, new.dropped = self.exact, self.dropped
         return new
 
     def _move_samples(self, idx, old):
@@ -177,13 +178,15 @@ class IncrementalLloyd:
             self._move_samples(changed, old[changed])
         return changed.size > 0
 
-    def run(self, max_iter, moved=None):
+    def run(self, max_iter, moved=None, ceiling=None):
         """Lloyd until no label changes or ``max_iter`` iterations.
 
         ``moved`` names centres already changed since the labels were
         computed (a trial move): their samples are relabelled first.
         Returns the number of iterations and whether the labels became
-        stable (confirmed by one full pass).
+        stable (confirmed by one full pass). A trial that ends above
+        ``ceiling`` (``above``) skips the confirming pass: it is
+        ``dropped``, and ``below`` says False.
         """
         if _coincident(self.centers):
             return self._plain(max_iter)
@@ -200,7 +203,14 @@ class IncrementalLloyd:
                 shift = np.sqrt(np.einsum("ij,ij->i", step, step, dtype=np.float64))
             self.centers = new
             if moved.size == 0:
-                if self.exact or self._confirmed():
+                if self.exact:
+                    return n_iter, True
+                if self.above(ceiling):
+                    # Stable by its sums and above the ceiling: dropped
+                    # unconfirmed (its partial distances may be stale).
+                    self.dropped = True
+                    return n_iter, True
+                if self._confirmed():
                     return n_iter, True
             else:
                 self.assign(moved, shift)
@@ -271,6 +281,26 @@ class IncrementalLloyd:
         self._reset(centers)
         return n_iter, converged
 
+    def above(self, ceiling):
+        """Whether the partition's inertia is above ``ceiling`` beyond rounding.
+
+        For a state whose centres are its clusters' means (a run that has
+        stopped moving): the inertia from the sums, ``sum w |x|^2 - sum_j
+        |S_j|^2 / N_j`` (centred), which needs no distances, so that a
+        trial that ends above the incumbent's ceiling is dropped without
+        the full pass that would confirm it. The margin is four times the
+        inertias' rounding bound (``inertia_rounding``), which covers the
+        cancellation of the difference. False where ``ceiling`` is None.
+        """
+        if ceiling is None:
+            return False
+        alive = self.N > 0
+        S = self.S[alive]
+        mean_sq = float(np.sum(np.einsum("ij,ij->i", S, S) / self.N[alive]))
+        rows = self.rows
+        total = float(matmul(rows.w.astype(np.float64), rows.x_sq.astype(np.float64)))
+        return total - mean_sq - 4.0 * self.inertia_rounding() > ceiling
+
     def inertia(self):
         """Weighted inertia of the current labels."""
         d = np.maximum(self.rows.x_sq + self.e_own, 0.0)
@@ -300,8 +330,11 @@ class IncrementalLloyd:
         """Whether the inertia, plus its rounding bound, is below ``ceiling``.
 
         With ``ceiling`` another state's (:meth:`ceiling`), whether this
-        state is lower beyond the rounding of both inertias.
+        state is lower beyond the rounding of both inertias. A ``dropped``
+        trial is not.
         """
+        if self.dropped:
+            return False
         return self.inertia() + self.inertia_rounding() < ceiling
 
 

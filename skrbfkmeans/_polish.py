@@ -261,7 +261,7 @@ def polish(
                 break
             trial = state.copy()
             trial.centers[c], trial.centers[j] = children[c].astype(centers.dtype)
-            it, _ = trial.run(max_iter, moved=[j, c])
+            it, _ = trial.run(max_iter, moved=[j, c], ceiling=ceiling)
             n_iter += it
             spent += it
             # Kept only when the gain is above the inertias' rounding: a
@@ -301,7 +301,7 @@ def boundary_moves(rows, centers, *, budget, max_iter=300):
     for a, b, trial in _all_trials(state):
         if spent >= budget:
             break
-        it, _ = trial.run(max_iter, moved=[a, b])
+        it, _ = trial.run(max_iter, moved=[a, b], ceiling=ceiling)
         spent += it
         if trial.below(ceiling):  # beyond rounding, as in polish
             return trial.centers, trial.inertia(), True, it, spent

@@ -135,6 +135,46 @@ def test_same_run_as_explicit_lloyd(kind, sparse, global_random_seed):
     np.testing.assert_array_equal(state.labels[positive], labels[positive])
 
 
+@pytest.mark.parametrize("kind", ["blobs", "duplicates", "uniform"])
+@pytest.mark.parametrize("where", [-0.5, -1e-9, 1e-9, 0.5])
+def test_trial_dropped_only_above_its_ceiling(kind, where, global_random_seed):
+    # Check the drop of a trial that ends above the incumbent without the
+    # confirming pass: a dropped run's partition (its labels) has, by
+    # explicit differences about its own means, an inertia above the
+    # ceiling; a run that is not dropped ends as without a ceiling. The
+    # ceiling sits a relative ``where`` from that inertia, on either side.
+    rng = np.random.default_rng(global_random_seed)
+    X = _data(kind, global_random_seed)
+    w = rng.integers(1, 3, X.shape[0]).astype(float)
+    distinct = np.unique(X, axis=0)
+    init = distinct[rng.choice(distinct.shape[0], 5, replace=False)]
+    rows = _rows(X, w)
+    plain = IncrementalLloyd(rows, init)
+    plain.run(300)
+    reference = float(_sse(X, w, plain.labels))
+    ceiling = reference * (1 + where)
+    state = IncrementalLloyd(rows, init)
+    state.run(300, ceiling=ceiling)
+    if state.dropped:
+        assert float(_sse(X, w, state.labels)) > ceiling
+        assert not state.below(np.inf)
+    else:
+        np.testing.assert_array_equal(state.labels, plain.labels)
+        np.testing.assert_array_equal(state.centers, plain.centers)
+    if where < 0 and not state.exact:
+        assert state.dropped  # clearly above: no confirming pass
+
+
+def _sse(X, w, labels):
+    """Inertia of a partition about its own weighted means (float64)."""
+    total = 0.0
+    for j in np.unique(labels):
+        mask = labels == j
+        mean = w[mask] @ X[mask] / w[mask].sum()
+        total += w[mask] @ ((X[mask] - mean) ** 2).sum(axis=1)
+    return total
+
+
 @pytest.mark.parametrize("kind", ["blobs", "uniform"])
 def test_float32_same_as_plain_lloyd(kind, global_random_seed):
     # Check float32 rows against the engine's plain Lloyd (float32 distances
