@@ -69,6 +69,15 @@ def _use_bounds(X, n_clusters):
     return n_clusters >= 16 or not is_small(X, n_clusters)
 
 
+def _same_partition(labels, other):
+    """Whether two labelings split the rows alike, whatever the clusters' names."""
+    if np.array_equal(labels, other):
+        return True
+    k = int(max(labels.max(), other.max())) + 1
+    pairs = np.unique(labels.astype(np.int64) * k + other).size
+    return pairs == np.unique(labels).size == np.unique(other).size
+
+
 def _coincident(centers):
     """Whether two centres are equal (neighbours once sorted row by row)."""
     ranked = centers[np.lexsort(centers.T[::-1])]
@@ -178,15 +187,17 @@ class IncrementalLloyd:
             self._move_samples(changed, old[changed])
         return changed.size > 0
 
-    def run(self, max_iter, moved=None, ceiling=None):
+    def run(self, max_iter, moved=None, ceiling=None, incumbent=None):
         """Lloyd until no label changes or ``max_iter`` iterations.
 
         ``moved`` names centres already changed since the labels were
         computed (a trial move): their samples are relabelled first.
         Returns the number of iterations and whether the labels became
         stable (confirmed by one full pass). A trial that ends above
-        ``ceiling`` (``above``) skips the confirming pass: it is
-        ``dropped``, and ``below`` says False.
+        ``ceiling`` (``above``), or on the partition of the labels
+        ``incumbent`` (the one it was to beat, whatever the clusters'
+        names: a boundary move can swap two), skips the confirming pass:
+        it is ``dropped``, and ``below`` says False.
         """
         if _coincident(self.centers):
             return self._plain(max_iter)
@@ -205,9 +216,11 @@ class IncrementalLloyd:
             if moved.size == 0:
                 if self.exact:
                     return n_iter, True
-                if self.above(ceiling):
-                    # Stable by its sums and above the ceiling: dropped
-                    # unconfirmed (its partial distances may be stale).
+                back = incumbent is not None and _same_partition(self.labels, incumbent)
+                if back or self.above(ceiling):
+                    # Stable by its sums, back where it started or above
+                    # the ceiling: dropped unconfirmed (its partial
+                    # distances may be stale).
                     self.dropped = True
                     return n_iter, True
                 if self._confirmed():

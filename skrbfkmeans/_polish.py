@@ -261,7 +261,9 @@ def polish(
                 break
             trial = state.copy()
             trial.centers[c], trial.centers[j] = children[c].astype(centers.dtype)
-            it, _ = trial.run(max_iter, moved=[j, c], ceiling=ceiling)
+            it, _ = trial.run(
+                max_iter, moved=[j, c], ceiling=ceiling, incumbent=state.labels
+            )
             n_iter += it
             spent += it
             # Kept only when the gain is above the inertias' rounding: a
@@ -301,7 +303,9 @@ def boundary_moves(rows, centers, *, budget, max_iter=300):
     for a, b, trial in _all_trials(state):
         if spent >= budget:
             break
-        it, _ = trial.run(max_iter, moved=[a, b], ceiling=ceiling)
+        it, _ = trial.run(
+            max_iter, moved=[a, b], ceiling=ceiling, incumbent=state.labels
+        )
         spent += it
         if trial.below(ceiling):  # beyond rounding, as in polish
             return trial.centers, trial.inertia(), True, it, spent

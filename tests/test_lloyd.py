@@ -165,6 +165,48 @@ def test_trial_dropped_only_above_its_ceiling(kind, where, global_random_seed):
         assert state.dropped  # clearly above: no confirming pass
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    labels=st.lists(st.integers(0, 3), min_size=1, max_size=12),
+    swap=st.permutations(range(4)),
+    change=st.one_of(st.none(), st.integers(0, 11)),
+)
+def test_same_partition_whatever_the_names(labels, swap, change):
+    # Check _same_partition against the partitions as sets of row sets: a
+    # renaming of the clusters is the same partition, a row moved (unless
+    # it only renames a singleton) is another.
+    labels = np.array(labels)
+    other = np.array(swap)[labels]
+    if change is not None and change < labels.size:
+        other[change] = (other[change] + 1) % 5
+
+    def blocks(lab):
+        return {frozenset(np.flatnonzero(lab == j)) for j in np.unique(lab)}
+
+    expected = blocks(labels) == blocks(other)
+    assert _lloyd._same_partition(labels, other) == expected
+
+
+@pytest.mark.parametrize("kind", ["blobs", "uniform"])
+def test_trial_back_on_the_incumbent_is_dropped(kind, global_random_seed):
+    # Check that a run ending on the partition it was to beat (here the
+    # plain run's, under other cluster names) is dropped without the
+    # confirming pass wherever its state is not already exact.
+    rng = np.random.default_rng(global_random_seed)
+    X = _data(kind, global_random_seed)
+    distinct = np.unique(X, axis=0)
+    init = distinct[rng.choice(distinct.shape[0], 5, replace=False)]
+    rows = _rows(X)
+    plain = IncrementalLloyd(rows, init)
+    plain.run(300)
+    renamed = rng.permutation(5)[plain.labels]
+    state = IncrementalLloyd(rows, init)
+    state.run(300, incumbent=renamed)
+    assert state.dropped == (not state.exact)
+    assert not state.below(np.inf) or not state.dropped
+    np.testing.assert_array_equal(state.labels, plain.labels)
+
+
 def _sse(X, w, labels):
     """Inertia of a partition about its own weighted means (float64)."""
     total = 0.0
