@@ -15,7 +15,7 @@ from typing import NamedTuple
 from ._hartigan import hartigan
 from ._iterations import certify, em_fixed_sigma, stage_tolerance
 from ._lloyd import IncrementalLloyd, kmeans_lloyd
-from ._polish import boundary_moves, polish
+from ._polish import Splits, boundary_moves, polish
 
 
 def kmeans(rows, centers, activation, max_iter, tol, verbose=0):
@@ -110,6 +110,7 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
     centers, n_iter, converged = lloyd(rows, centers, max_iter)
     n_iter_first = n_iter_last = n_iter
     moves, n_single, n_boundary = [], 0, 0
+    splits = Splits()  # the clusters' and unions' 2-means, shared by the searches
 
     def left():  # of ``total``, None for no bound
         return None if total is None else max(total - (n_iter - n_iter_first), 0)
@@ -117,8 +118,9 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
     while True:
         if polish_moves:
             centers, _, kept, it_polish, it_move, n_moved = polish(
-                rows, centers, max_iter=max_iter, single_moves=True, budget=left()
-            )
+                rows, centers, max_iter=max_iter, single_moves=True,
+                budget=left(), splits=splits,
+            )  # fmt: skip
             n_iter += it_polish
             n_iter_last = it_move if kept else n_iter_last
             moves += kept
@@ -132,7 +134,7 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
         if not polish_moves or search <= 0:
             break
         centers, _, shifted, it_move, spent = boundary_moves(
-            rows, centers, budget=search, max_iter=max_iter
+            rows, centers, budget=search, max_iter=max_iter, splits=splits
         )
         n_iter += spent
         if not shifted:

@@ -75,7 +75,42 @@ def _two_means(Xl, wl, max_iter=100):
     return centers, sse
 
 
-def _candidates(X, w, centers, offset, x_sq):
+class Splits:
+    """2-means splits of row sets (``_two_means``), kept from pass to pass.
+
+    A pass of the polish splits every cluster, a boundary search the union
+    of every neighbouring pair; after a kept move most of them hold the
+    same rows as in the pass before, and a split is a function of its rows
+    alone. ``split`` takes it from the last two passes where it can
+    (``next_pass`` starts a pass; older entries are forgotten). None for
+    fewer than two rows or identical rows: nothing to split.
+    """
+
+    def __init__(self):
+        self.current, self.previous = {}, {}
+
+    def next_pass(self):
+        self.previous, self.current = self.current, {}
+
+    def split(self, X, w, idx):
+        """Return the 2-means of rows ``idx`` (of positive weight): centres, SSE."""
+        key = idx.tobytes()
+        if key in self.current:
+            return self.current[key]
+        if key in self.previous:
+            found = self.previous[key]
+        elif idx.size < 2:
+            found = None
+        else:
+            Xl = _dense_rows(X, idx)
+            found = None
+            if np.ptp(Xl, axis=0).max() > 0:  # identical rows: no split
+                found = _two_means(Xl, w[idx].astype(np.float64))
+        self.current[key] = found
+        return found
+
+
+def _candidates(X, w, centers, offset, x_sq, splits):
     """Ranked (remove j, split l) pairs with their children, for one pass.
 
     ``R_j = sum_{i in I_j} w_i (d_i(2) - d_i(1))`` is what removing centre j
@@ -92,12 +127,10 @@ def _candidates(X, w, centers, offset, x_sq):
     children = {}
     for c in range(k):
         rows = np.flatnonzero((labels == c) & (w > 0))
-        if rows.size < 2:
-            continue
-        Xl = _dense_rows(X, rows)
-        if np.ptp(Xl, axis=0).max() == 0:
-            continue  # identical points: nothing to split
-        kids, sse2 = _two_means(Xl, w[rows].astype(np.float64))
+        split = splits.split(X, w, rows)
+        if split is None:
+            continue  # fewer than two rows, or identical: nothing to split
+        kids, sse2 = split
         gain[c] = float(w[rows] @ d1[rows]) - sse2
         children[c] = kids
     # Every valid pair's estimate G_c - R_j, best first, ties by (j, c).
@@ -131,19 +164,19 @@ def _boundary_pairs(X, w, centers, offset):
     return [divmod(int(p), k) for p in order if shared[p] > 0]
 
 
-def _resplit_trial(state, a, b):
+def _resplit_trial(state, a, b, splits):
     """Return a trial state with ``a`` and ``b``'s union split afresh, or None.
 
-    The union's 2-means, seeded along its principal axis (``_two_means``),
+    The union's 2-means, seeded along its principal axis (``splits``),
     gives the two centres; ``state`` is left as it is. None for a union of
     fewer than two rows of positive weight, or of identical rows.
     """
     rows = state.rows
     idx = np.flatnonzero(np.isin(state.labels, (a, b)) & (rows.w > 0))
-    Xab = _dense_rows(rows.X, idx)
-    if idx.size < 2 or np.ptp(Xab, axis=0).max() == 0:
+    split = splits.split(rows.X, rows.w, idx)
+    if split is None:
         return None
-    kids, _ = _two_means(Xab, rows.w[idx].astype(np.float64))
+    kids, _ = split
     trial = state.copy()
     trial.centers[a], trial.centers[b] = kids.astype(state.centers.dtype)
     return trial
@@ -181,7 +214,7 @@ def _boundary_trials(state, a, b):
         yield trial
 
 
-def _all_trials(state):
+def _all_trials(state, splits):
     """Every boundary move of ``state``, in the order tried.
 
     First each neighbouring pair's union split afresh (``_resplit_trial``,
@@ -193,7 +226,7 @@ def _all_trials(state):
     pairs = _boundary_pairs(rows.X, rows.w, state.centers, rows.offset)
     unordered = dict.fromkeys((min(a, b), max(a, b)) for a, b in pairs)
     for a, b in unordered:
-        trial = _resplit_trial(state, a, b)
+        trial = _resplit_trial(state, a, b, splits)
         if trial is not None:
             yield a, b, trial
     for a, b in pairs:
@@ -202,7 +235,14 @@ def _all_trials(state):
 
 
 def polish(
-    rows, centers, *, max_moves=None, max_iter=300, single_moves=False, budget=None
+    rows,
+    centers,
+    *,
+    max_moves=None,
+    max_iter=300,
+    single_moves=False,
+    budget=None,
+    splits=None,
 ):
     """Run the split/merge search: centres, inertia, moves and iterations.
 
@@ -224,8 +264,10 @@ def polish(
     search then ends on a fixed point of both moves, with one pass that
     keeps nothing. ``budget`` (None: no bound) stops the search once its
     trials have spent that many Lloyd iterations (the trial that crosses
-    it finishes).
+    it finishes). ``splits`` (a ``Splits``; None: a new one) keeps the
+    clusters' 2-means from pass to pass, and from call to call.
     """
+    splits = Splits() if splits is None else splits
     state = IncrementalLloyd(rows, centers)
     n_iter, _ = state.run(max_iter)
     n_iter_last, n_single = n_iter, 0
@@ -253,8 +295,9 @@ def polish(
     while k > 1 and (max_moves is None or len(moves) < max_moves):
         if budget is not None and spent >= budget:
             break
+        splits.next_pass()
         pairs, children = _candidates(
-            rows.X, rows.w, state.centers, rows.offset, rows.x_sq
+            rows.X, rows.w, state.centers, rows.offset, rows.x_sq, splits
         )
         for _, j, c in pairs:
             if budget is not None and spent >= budget:
@@ -282,7 +325,7 @@ def polish(
     return state.centers, inertia, moves, n_iter, n_iter_last, n_single
 
 
-def boundary_moves(rows, centers, *, budget, max_iter=300):
+def boundary_moves(rows, centers, *, budget, max_iter=300, splits=None):
     """Boundary moves from a Lloyd fixed point, within ``budget`` iterations.
 
     ``centers`` must be a Lloyd fixed point of ``rows`` (the final phase's).
@@ -294,13 +337,15 @@ def boundary_moves(rows, centers, *, budget, max_iter=300):
     ``budget`` Lloyd iterations are spent. Returns the centres, their
     inertia, whether a move was kept, the Lloyd iterations of the kept
     move's run and all the iterations spent. The centres come back
-    unchanged when no move lowers the inertia.
+    unchanged when no move lowers the inertia. ``splits`` as in ``polish``.
     """
+    splits = Splits() if splits is None else splits
+    splits.next_pass()
     state = IncrementalLloyd(rows, centers)
     state.run(max_iter)
     inertia, ceiling = state.inertia(), state.ceiling()
     spent = 0
-    for a, b, trial in _all_trials(state):
+    for a, b, trial in _all_trials(state, splits):
         if spent >= budget:
             break
         it, _ = trial.run(

@@ -18,7 +18,7 @@ from skrbfkmeans._engine.passes import data_offset, labels_inertia
 from skrbfkmeans._hartigan import hartigan
 from skrbfkmeans._iterations import em_fixed_sigma
 from skrbfkmeans._lloyd import IncrementalLloyd
-from skrbfkmeans._polish import _candidates, polish
+from skrbfkmeans._polish import Splits, _candidates, polish
 from skrbfkmeans._rows import MemoryRows
 
 
@@ -370,7 +370,7 @@ def _reference_polish(X, w, centers, offset, x_sq, max_iter=300, single_moves=Fa
     centers, inertia = settle(centers)
     moves = []
     while True:
-        pairs, children = _candidates(X, w, centers, offset, x_sq)
+        pairs, children = _candidates(X, w, centers, offset, x_sq, Splits())
         for _, j, c in pairs:
             trial = centers.copy()
             trial[c], trial[j] = children[c]

@@ -13,6 +13,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
 from skrbfkmeans import AnnealedRBFKMeans, kmeans_hartigan, kmeans_polish
+from skrbfkmeans._polish import Splits, _two_means
 
 
 @pytest.mark.parametrize("n_clusters", [2, 5, 9], ids=lambda k: f"k{k}")
@@ -310,3 +311,31 @@ def test_verbose_says_when_the_budget_ended_the_search(monkeypatch, capsys):
     AnnealedRBFKMeans(5, verbose=1).fit(X)
     final = [line for line in capsys.readouterr().out.splitlines() if "final" in line]
     assert len(final) == 1 and "; their budget spent)" in final[0]
+
+
+def test_splits_are_those_of_the_rows_alone():
+    # Check the splits kept from pass to pass against a fresh 2-means of the
+    # same rows: equal to the bit whether taken from this pass, the pass
+    # before or computed again after two passes without them; None for one
+    # row or identical rows; other rows give their own split.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 3))
+    X[50:] = X[50]  # ten identical rows
+    w = rng.integers(1, 3, 60).astype(float)
+    idx = np.arange(0, 40, 2)
+    fresh = _two_means(X[idx], w[idx])
+    splits = Splits()
+    first = splits.split(X, w, idx)
+    splits.next_pass()
+    again = splits.split(X, w, idx)
+    splits.next_pass()
+    splits.next_pass()
+    later = splits.split(X, w, idx)
+    for got in (first, again, later):
+        np.testing.assert_array_equal(got[0], fresh[0])
+        assert got[1] == fresh[1]
+    assert again is first and later is not first
+    other = splits.split(X, w, idx[:-1])
+    np.testing.assert_array_equal(other[0], _two_means(X[idx[:-1]], w[idx[:-1]])[0])
+    assert splits.split(X, w, np.array([3])) is None
+    assert splits.split(X, w, np.arange(50, 60)) is None
