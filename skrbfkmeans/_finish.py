@@ -110,7 +110,9 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
     centers, n_iter, converged = lloyd(rows, centers, max_iter)
     n_iter_first = n_iter_last = n_iter
     moves, n_single, n_boundary = [], 0, 0
-    splits = Splits()  # the clusters' and unions' 2-means, shared by the searches
+    # The 2-means of the clusters (polish) and of the unions (boundary
+    # moves), kept from search to search.
+    clusters, unions = Splits(rows), Splits(rows)
 
     def left():  # of ``total``, None for no bound
         return None if total is None else max(total - (n_iter - n_iter_first), 0)
@@ -119,7 +121,7 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
         if polish_moves:
             centers, _, kept, it_polish, it_move, n_moved = polish(
                 rows, centers, max_iter=max_iter, single_moves=True,
-                budget=left(), splits=splits,
+                budget=left(), splits=clusters,
             )  # fmt: skip
             n_iter += it_polish
             n_iter_last = it_move if kept else n_iter_last
@@ -134,7 +136,7 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
         if not polish_moves or search <= 0:
             break
         centers, _, shifted, it_move, spent = boundary_moves(
-            rows, centers, budget=search, max_iter=max_iter, splits=splits
+            rows, centers, budget=search, max_iter=max_iter, splits=unions
         )
         n_iter += spent
         if not shifted:

@@ -49,8 +49,18 @@ from ._validation import check_data_centers, check_n_samples
 _ULPS = 64
 
 # A bounded pass that would recompute more than this share of the rows runs
-# the full pass instead (no copy of the rows).
+# the full pass instead (no copy of the rows); so does a refresh of the sums.
 _FULL_PASS_SHARE = 0.5
+
+
+def _candidate_room(dtype):
+    """Return the room, relative to ``size``, below which a move is a candidate.
+
+    The engine's distances round at about ``eps`` of their terms; a move
+    whose gain is within ``sqrt(eps)`` of them is confirmed by explicit
+    differences. ``_MoveBounds`` clears rows against the same room.
+    """
+    return float(np.sqrt(np.finfo(dtype).eps))
 
 
 def _row(X, i, offset):
@@ -79,9 +89,9 @@ def _refresh_sums(X, w, labels, offset, N, S, touched):
     ``cluster_sums``, and so are the same bits.
     """
     touched = np.fromiter(sorted(touched), dtype=np.intp)
-    if 2 * touched.size > N.size:
-        return cluster_sums(X, w, labels, offset, N.size)
     idx = np.flatnonzero(np.isin(labels, touched))
+    if idx.size > _FULL_PASS_SHARE * labels.size:
+        return cluster_sums(X, w, labels, offset, N.size)
     N_t, S_t = cluster_sums(X[idx], w[idx], labels[idx], offset, N.size)
     N[touched], S[touched] = N_t[touched], S_t[touched]
     return N, S
@@ -134,7 +144,7 @@ class _MoveBounds:
         eps = float(np.finfo(dtype).eps)
         scale_sq = 2.0 * float(np.max(x_sq)) if n else 0.0
         self.slack = 8.0 * np.sqrt(8.0 * (n_features + 2) * eps * scale_sq)
-        self.room = np.sqrt(eps)
+        self.room = _candidate_room(dtype)
         self.upper, self.lower = np.full(n, np.inf), np.zeros(n)
         self.centers = None
 
@@ -224,7 +234,11 @@ def hartigan(rows, centers, *, max_iter=300):
     rounding), then ``O(k d)`` explicit differences per candidate, whose
     best move at the current means is made when it gains; the means of the
     two clusters a move touches are updated from running float64 sums,
-    recomputed exactly from the labels at the end of the pass.
+    recomputed exactly from the labels at the end of the pass. On many
+    rows (beyond ``is_small``, dense) only the rows that the bounds of
+    ``_MoveBounds`` do not clear get their distances (a pass costs a few
+    vectors of ``n`` and those rows), and only the clusters a move touched
+    get their sums again.
     """
     X, w, x_sq = rows.X, rows.w, rows.x_sq
     dtype = centers.dtype
@@ -247,7 +261,7 @@ def hartigan(rows, centers, *, max_iter=300):
         # Candidates by the engine's distances (with room for their rounding,
         # larger than that of explicit differences), confirmed by explicit
         # differences; best first, ties by row.
-        room = np.sqrt(np.finfo(dtype).eps) * size
+        room = _candidate_room(dtype) * size
         cand = np.flatnonzero(delta < room)
         cand = cand[np.lexsort((cand, delta[cand]))]
         moved, touched = 0, set()

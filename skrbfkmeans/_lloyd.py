@@ -10,16 +10,21 @@ applies exactly that rule, so an iteration costs ``n m d + n_m k d`` for
 ``m`` moved centres holding ``n_m`` samples, instead of ``n k d``.
 
 Most iterations of a Lloyd run (the polish's trials included) move many
-centres a little. On dense data with 16 to 64 centres in at most 16
-features (``_use_bounds``) Hamerly's bounds (``_Bounds``) decide which rows
-may change label, and only those get their distances; the rest keep their
-label without any distance computed.
+centres a little. On dense data in at most 16 features with at most 64
+centres (at least 16 on small data; ``_use_bounds``) Hamerly's bounds
+(``_Bounds``) decide which rows may change label, and only those get their
+distances; the rest keep their label without any distance computed.
 
 Labels follow the full pass's rule: the nearest centre, the lowest index
 among exact ties (as ``numpy.argmin`` and scikit-learn's Lloyd). Partial
 distances computed in different products can round differently, so ``run``
 ends with one full pass and carries on from its labels in the rare case
-they differ: a converged run is a fixed point of the full assignment.
+they differ: a converged run is a fixed point of the full assignment. A
+trial that ends above the state it was to beat, or on its partition, is
+dropped without that pass (``run``): a row within rounding of a tie, which
+the pass might have moved, cannot make it win by more than rounding, but
+its Lloyd-iteration count can differ from that of plain Lloyd by the
+iterations that move would have started.
 
 The engine's plain Lloyd (EM with entmax-1.5 at zero width) shares
 a sample among exactly tied centres instead, and so moves coincident
@@ -91,7 +96,8 @@ class IncrementalLloyd:
     ``e_own`` where ``exact`` (after bounded steps, only those of the rows
     they recomputed); ``N`` and ``S`` are the weight and centred weighted
     sum of every cluster's samples, exact after a full pass and updated by
-    the samples that change cluster in between (a run ends on a full pass).
+    the samples that change cluster in between (a run ends on a full pass,
+    but for a ``dropped`` trial, whose state is then only to be discarded).
     ``bounds`` (``_Bounds``, or None where ``_use_bounds`` says no) are
     valid for ``centers`` too.
     """
@@ -102,7 +108,6 @@ class IncrementalLloyd:
         if _use_bounds(rows.X, centers.shape[0]):
             self.bounds = _Bounds(rows, np.asarray(centers).dtype)
         self.labels = None
-        self.dropped = False
         self._reset(np.array(centers, copy=True))
 
     def _reset(self, centers):
@@ -122,6 +127,7 @@ class IncrementalLloyd:
         if self.bounds is not None:
             self.bounds.update(slice(None), self.e_own, out[4])
         self.exact = True  # labels, partial distances and sums from a full pass
+        self.dropped = False
         return old is None or not np.array_equal(self.labels, old)
 
     def copy(self):
@@ -193,7 +199,8 @@ class IncrementalLloyd:
         ``moved`` names centres already changed since the labels were
         computed (a trial move): their samples are relabelled first.
         Returns the number of iterations and whether the labels became
-        stable (confirmed by one full pass). A trial that ends above
+        stable (confirmed by one full pass, but for a dropped trial, stable
+        by its incremental labels and sums). A trial that ends above
         ``ceiling`` (``above``), or on the partition of the labels
         ``incumbent`` (the one it was to beat, whatever the clusters'
         names: a boundary move can swap two), skips the confirming pass:
@@ -315,7 +322,8 @@ class IncrementalLloyd:
         return total - mean_sq - 4.0 * self.inertia_rounding() > ceiling
 
     def inertia(self):
-        """Weighted inertia of the current labels."""
+        """Weighted inertia of the current labels (not of a dropped trial)."""
+        assert not self.dropped, "a dropped trial's partial distances may be stale"
         d = np.maximum(self.rows.x_sq + self.e_own, 0.0)
         return float(matmul(self.rows.w, d))
 

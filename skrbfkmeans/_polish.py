@@ -76,23 +76,27 @@ def _two_means(Xl, wl, max_iter=100):
 
 
 class Splits:
-    """2-means splits of row sets (``_two_means``), kept from pass to pass.
+    """2-means splits of sets of ``rows`` (``_two_means``), kept from pass to pass.
 
     A pass of the polish splits every cluster, a boundary search the union
     of every neighbouring pair; after a kept move most of them hold the
     same rows as in the pass before, and a split is a function of its rows
     alone. ``split`` takes it from the last two passes where it can
-    (``next_pass`` starts a pass; older entries are forgotten). None for
-    fewer than two rows or identical rows: nothing to split.
+    (``next_pass`` starts a pass; older entries are forgotten), keyed by the
+    rows' indices themselves (8 bytes a row). One instance serves one kind
+    of search on one ``rows``: the polish's clusters, or the boundary
+    searches' unions. None for fewer than two rows or identical rows:
+    nothing to split.
     """
 
-    def __init__(self):
+    def __init__(self, rows):
+        self.X, self.w = rows.X, rows.w
         self.current, self.previous = {}, {}
 
     def next_pass(self):
         self.previous, self.current = self.current, {}
 
-    def split(self, X, w, idx):
+    def split(self, idx):
         """Return the 2-means of rows ``idx`` (of positive weight): centres, SSE."""
         key = idx.tobytes()
         if key in self.current:
@@ -102,10 +106,10 @@ class Splits:
         elif idx.size < 2:
             found = None
         else:
-            Xl = _dense_rows(X, idx)
+            Xl = _dense_rows(self.X, idx)
             found = None
             if np.ptp(Xl, axis=0).max() > 0:  # identical rows: no split
-                found = _two_means(Xl, w[idx].astype(np.float64))
+                found = _two_means(Xl, self.w[idx].astype(np.float64))
         self.current[key] = found
         return found
 
@@ -127,7 +131,7 @@ def _candidates(X, w, centers, offset, x_sq, splits):
     children = {}
     for c in range(k):
         rows = np.flatnonzero((labels == c) & (w > 0))
-        split = splits.split(X, w, rows)
+        split = splits.split(rows)
         if split is None:
             continue  # fewer than two rows, or identical: nothing to split
         kids, sse2 = split
@@ -173,7 +177,7 @@ def _resplit_trial(state, a, b, splits):
     """
     rows = state.rows
     idx = np.flatnonzero(np.isin(state.labels, (a, b)) & (rows.w > 0))
-    split = splits.split(rows.X, rows.w, idx)
+    split = splits.split(idx)
     if split is None:
         return None
     kids, _ = split
@@ -264,10 +268,10 @@ def polish(
     search then ends on a fixed point of both moves, with one pass that
     keeps nothing. ``budget`` (None: no bound) stops the search once its
     trials have spent that many Lloyd iterations (the trial that crosses
-    it finishes). ``splits`` (a ``Splits``; None: a new one) keeps the
-    clusters' 2-means from pass to pass, and from call to call.
+    it finishes). ``splits`` (a ``Splits`` of ``rows``; None: a new one)
+    keeps the clusters' 2-means from pass to pass, and from call to call.
     """
-    splits = Splits() if splits is None else splits
+    splits = Splits(rows) if splits is None else splits
     state = IncrementalLloyd(rows, centers)
     n_iter, _ = state.run(max_iter)
     n_iter_last, n_single = n_iter, 0
@@ -337,9 +341,10 @@ def boundary_moves(rows, centers, *, budget, max_iter=300, splits=None):
     ``budget`` Lloyd iterations are spent. Returns the centres, their
     inertia, whether a move was kept, the Lloyd iterations of the kept
     move's run and all the iterations spent. The centres come back
-    unchanged when no move lowers the inertia. ``splits`` as in ``polish``.
+    unchanged when no move lowers the inertia. ``splits`` (a ``Splits`` of
+    ``rows``, for the unions) as in ``polish``.
     """
-    splits = Splits() if splits is None else splits
+    splits = Splits(rows) if splits is None else splits
     splits.next_pass()
     state = IncrementalLloyd(rows, centers)
     state.run(max_iter)

@@ -149,7 +149,7 @@ def test_resplit_is_a_two_means_of_the_union():
         MemoryRows(X, w, offset, squared_norms(X, offset)), centers
     )
     labels, before = state.labels.copy(), state.centers.copy()
-    trial = _resplit_trial(state, 0, 1, Splits())
+    trial = _resplit_trial(state, 0, 1, Splits(state.rows))
     union = np.isin(labels, (0, 1))
     kids = trial.centers[[0, 1]]
     assert_allclose(lloyd_step(X[union], kids, w[union]), kids, rtol=1e-10)
@@ -164,8 +164,8 @@ def test_resplit_is_a_two_means_of_the_union():
         MemoryRows(same, ones, zero, squared_norms(same, zero)),
         np.array([[0.0, 0.0, 0.0], [7.0, 7.0, 7.0], [99.0, 99.0, 99.0]]),
     )
-    assert _resplit_trial(twin, 0, 2, Splits()) is None
-    assert _resplit_trial(twin, 0, 1, Splits()) is not None
+    assert _resplit_trial(twin, 0, 2, Splits(twin.rows)) is None
+    assert _resplit_trial(twin, 0, 1, Splits(twin.rows)) is not None
 
 
 def test_trials_come_unions_first_then_shares():
@@ -185,7 +185,7 @@ def test_trials_come_unions_first_then_shares():
         if (min(a, b), max(a, b)) not in unions:
             unions.append((min(a, b), max(a, b)))
     expected = unions + [p for p in pairs for _ in BOUNDARY_SHARES]
-    assert [(a, b) for a, b, _ in _all_trials(state, Splits())] == expected
+    assert [(a, b) for a, b, _ in _all_trials(state, Splits(state.rows))] == expected
 
 
 def test_pairs_rank_the_shared_boundary():

@@ -240,8 +240,11 @@ def test_hartigan_on_dask_input_is_refused():
     k=st.integers(2, 5),
     d=st.integers(1, 3),
     step=st.sampled_from([0.0, 1e-6, 0.01, 0.3, 2.0]),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    shift=st.sampled_from([0.0, 1e3]),
+    empty=st.booleans(),
 )
-def test_bounds_keep_every_candidate(seed, k, d, step):
+def test_bounds_keep_every_candidate(seed, k, d, step, dtype, shift, empty):
     # Check the bounded pass against the full one (every row's distances):
     # after the means move and some rows change cluster, each row that the
     # full pass names a candidate is computed by the bounded pass, with the
@@ -250,12 +253,13 @@ def test_bounds_keep_every_candidate(seed, k, d, step):
 
     rng = np.random.default_rng(seed)
     n = 120
-    X = np.round(rng.normal(size=(n, d)) * 2) / 2  # ties are common
-    w = rng.choice([0.0, 1.0, 1.0, 2.0], size=n)
-    x_sq = (X**2).sum(axis=1)
-    offset = np.zeros(d)
-    labels = rng.integers(0, k, n)
-    centers = rng.normal(size=(k, d))
+    # Ties are common; far from the origin the rows are centred on an offset.
+    X = (np.round(rng.normal(size=(n, d)) * 2) / 2 + shift).astype(dtype)
+    w = rng.choice([0.0, 1.0, 1.0, 2.0], size=n).astype(dtype)
+    offset = np.full(d, shift, dtype=dtype)
+    x_sq = ((X - offset) ** 2).sum(axis=1)
+    labels = rng.integers(0, k - 1 if empty else k, n)  # cluster k-1 empty
+    centers = (rng.normal(size=(k, d)) + shift).astype(dtype)
     bounds = _hartigan._MoveBounds(x_sq, X.dtype, d)
 
     def check(labels, centers):
@@ -265,11 +269,37 @@ def test_bounds_keep_every_candidate(seed, k, d, step):
         room = np.sqrt(np.finfo(X.dtype).eps)
         named = np.flatnonzero(full[0] < room * full[1])
         assert_array_equal(np.flatnonzero(got[0] < room * got[1]), named)
-        assert_allclose(got[0][named], full[0][named], rtol=1e-12, atol=1e-12)
+        assert_array_equal(got[0][named], full[0][named])
 
     check(labels, centers)
     movers = rng.choice(n, size=5, replace=False)
     labels = labels.copy()
     labels[movers] = (labels[movers] + 1) % k
     bounds.moved(movers)
-    check(labels, centers + step * rng.normal(size=(k, d)))
+    check(labels, (centers + step * rng.normal(size=(k, d))).astype(dtype))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_bounded_passes_give_the_full_passes_bits(seed, monkeypatch):
+    # Check the bounded passes against the full ones on data with ties,
+    # float32 far from the origin and zero weights: the same centres,
+    # labels and number of moves, to the bit.
+    rng = np.random.default_rng(seed)
+    n, d, k = 2000, 1 + seed % 3, 3 + seed
+    if seed % 3 == 0:
+        X = rng.integers(0, 6, size=(n, d)).astype(np.float32)
+    elif seed % 3 == 1:
+        X = (rng.normal(size=(n, d)) * 100 + 1e4).astype(np.float32)
+    else:
+        X = np.round(rng.normal(size=(n, d)) * 2) / 2
+    w = rng.choice([0.0, 1.0, 1.0, 3.0], n).astype(X.dtype)
+    start = X[rng.choice(n, k, replace=False)] + 0.1 * rng.normal(size=(k, d))
+    start = start.astype(X.dtype)
+    results = []
+    for small in (True, False):
+        monkeypatch.setattr(_hartigan, "is_small", lambda X, k: small)
+        results.append(kmeans_hartigan(X, start, sample_weight=w))
+    full, bounded = results
+    assert full[0].tobytes() == bounded[0].tobytes()
+    assert_array_equal(full[1], bounded[1])
+    assert full[3] == bounded[3] > 0

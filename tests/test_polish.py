@@ -14,6 +14,7 @@ from sklearn.utils._param_validation import InvalidParameterError
 
 from skrbfkmeans import AnnealedRBFKMeans, kmeans_hartigan, kmeans_polish
 from skrbfkmeans._polish import Splits, _two_means
+from skrbfkmeans._rows import MemoryRows
 
 
 @pytest.mark.parametrize("n_clusters", [2, 5, 9], ids=lambda k: f"k{k}")
@@ -324,18 +325,40 @@ def test_splits_are_those_of_the_rows_alone():
     w = rng.integers(1, 3, 60).astype(float)
     idx = np.arange(0, 40, 2)
     fresh = _two_means(X[idx], w[idx])
-    splits = Splits()
-    first = splits.split(X, w, idx)
+    splits = Splits(MemoryRows(X, w, np.zeros(3)))
+    first = splits.split(idx)
     splits.next_pass()
-    again = splits.split(X, w, idx)
+    again = splits.split(idx)
     splits.next_pass()
     splits.next_pass()
-    later = splits.split(X, w, idx)
+    later = splits.split(idx)
     for got in (first, again, later):
         np.testing.assert_array_equal(got[0], fresh[0])
         assert got[1] == fresh[1]
     assert again is first and later is not first
-    other = splits.split(X, w, idx[:-1])
+    other = splits.split(idx[:-1])
     np.testing.assert_array_equal(other[0], _two_means(X[idx[:-1]], w[idx[:-1]])[0])
-    assert splits.split(X, w, np.array([3])) is None
-    assert splits.split(X, w, np.arange(50, 60)) is None
+    assert splits.split(np.array([3])) is None
+    assert splits.split(np.arange(50, 60)) is None
+
+
+def test_many_rows_with_few_centres_take_bounded_steps():
+    # Check the rule that bounds Lloyd's steps beyond small data with fewer
+    # than 16 centres, against the engine's plain Lloyd (every row against
+    # every centre): the incremental run has bounds and ends on its centres.
+    from skrbfkmeans._engine.passes import data_offset
+    from skrbfkmeans._iterations import em_fixed_sigma
+    from skrbfkmeans._lloyd import IncrementalLloyd
+
+    X, _ = make_blobs(30000, n_features=2, centers=4, random_state=0)
+    w = np.ones(X.shape[0])
+    rows = MemoryRows(X, w, data_offset(X, w))
+    start = X[:8].copy()
+    state = IncrementalLloyd(rows, start)
+    assert state.bounds is not None
+    n_iter, converged = state.run(300)
+    plain, plain_iter, _ = em_fixed_sigma(
+        rows, start, 0.0, "entmax15", max_iter=300, tol=0.0
+    )
+    assert converged and n_iter == plain_iter
+    assert_allclose(state.centers, plain, rtol=1e-10, atol=1e-10)

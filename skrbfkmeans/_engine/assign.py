@@ -149,18 +149,18 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq, *, distances=False
         J = E
         J += x_sq[sl, None]
         np.maximum(J, 0, out=J)
-        own_d = J[rows, lab].astype(np.float64)
+        to_own = J[rows, lab].astype(np.float64)
         if distances:
-            d_own[sl] = own_d
+            d_own[sl] = to_own
             J[rows, lab] = np.inf
             d_other[sl] = J.min(axis=1)
-            J[rows, lab] = own_d
+            J[rows, lab] = to_own
         own = N[lab]
         rest = own - wb
         # Leaving a cluster that the sample alone weighs leaves it empty:
         # its distortion drops by 0 (the sample sits on its mean).
         with np.errstate(divide="ignore", invalid="ignore"):
-            leave = np.where(rest > 0, own / rest, 0.0) * own_d
+            leave = np.where(rest > 0, own / rest, 0.0) * to_own
             if wb.size and wb.min() == wb.max():
                 # Equal weights (the usual case): one factor per cluster.
                 J *= (N / (N + wb[0])).astype(J.dtype)
