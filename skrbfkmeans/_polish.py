@@ -46,12 +46,32 @@ def _dense_rows(X, idx):
     return np.asarray(Xi.toarray() if sp.issparse(Xi) else Xi, dtype=np.float64)
 
 
+# From this many rows on, the 2-means's steps are bounded (``_two_means``).
+BOUNDED_SPLIT_ROWS = 2000
+
+# Relative room of the bounds for the rounding of explicit distances.
+_SPLIT_ROOM = 1e-9
+
+
+def _split_distances(Xl, centers):
+    """Squared distances of the rows to the two centres, by explicit differences."""
+    return ((Xl[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+
+
 def _two_means(Xl, wl, max_iter=100):
     """Weighted 2-means of one cluster, seeded along its principal axis.
 
     The rows are split by the sign of their projection on the principal axis
     of the weighted covariance (deterministic), then Lloyd runs on the two
     halves. Returns the two centres and the SSE of the split.
+
+    From ``BOUNDED_SPLIT_ROWS`` rows on, each row keeps bounds on its
+    distances to its own centre (above) and the other (below), moved by
+    the centres' shifts (the triangle inequality); only the rows whose
+    bounds no longer separate them get their distances again (Elkan's rule
+    for two centres), and a last full pass gives the SSE. The distances of
+    a row do not depend on the others, so the labels, centres and SSE are
+    those of the plain steps.
     """
     W = wl.sum()
     mu = wl @ Xl / W
@@ -61,17 +81,37 @@ def _two_means(Xl, wl, max_iter=100):
     side = Y @ vecs[:, -1] > 0
     labels = side.astype(np.intp)
     centers = np.zeros((2, Xl.shape[1]))
+    bounded = Xl.shape[0] >= BOUNDED_SPLIT_ROWS
+    rows = np.arange(Xl.shape[0])
+    own = other = None
     for _ in range(max_iter):
+        before = centers.copy()
         for c in (0, 1):
             mask = labels == c
             mass = wl[mask].sum()
             centers[c] = wl[mask] @ Xl[mask] / mass if mass > 0 else mu
-        d = ((Xl[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)
+        if own is None:
+            d = _split_distances(Xl, centers)
+            idx = rows
+        else:
+            shift = np.sqrt(((centers - before) ** 2).sum(axis=1))
+            own += shift[labels]
+            other -= shift[1 - labels]
+            idx = np.flatnonzero(own * (1 + _SPLIT_ROOM) >= other * (1 - _SPLIT_ROOM))
+            d[idx] = _split_distances(Xl[idx], centers)
+        # A row left out keeps its label, the argmin of its last distances.
         new = np.argmin(d, axis=1)
+        if bounded:
+            if own is None:
+                own, other = np.empty(rows.size), np.empty(rows.size)
+            own[idx] = np.sqrt(d[idx, new[idx]])
+            other[idx] = np.sqrt(d[idx, 1 - new[idx]])
         if np.array_equal(new, labels):
             break
         labels = new
-    sse = float(wl @ d[np.arange(Xl.shape[0]), labels])
+    if bounded:
+        d = _split_distances(Xl, centers)
+    sse = float(wl @ d[rows, labels])
     return centers, sse
 
 

@@ -362,3 +362,28 @@ def test_many_rows_with_few_centres_take_bounded_steps():
     )
     assert converged and n_iter == plain_iter
     assert_allclose(state.centers, plain, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "grid", "far", "close"])
+def test_bounded_split_steps_give_the_plain_steps_bits(kind, monkeypatch):
+    # Check the 2-means with bounded steps against the plain steps (every
+    # row's distances at every step): the same centres and SSE to the bit,
+    # on integer ties, rows far from the origin, two close halves, weights.
+    from skrbfkmeans import _polish
+
+    rng = np.random.default_rng(3)
+    n, d = 3000, 3
+    X = {
+        "gaussian": rng.normal(size=(n, d)),
+        "grid": rng.integers(0, 4, size=(n, d)).astype(float),
+        "far": rng.normal(size=(n, d)) * 1e-3 + 1e5,
+        "close": np.vstack([rng.normal(size=(n // 2, d)),
+                            rng.normal(size=(n // 2, d)) + 0.5]),
+    }[kind]  # fmt: skip
+    w = rng.choice([0.0, 1.0, 2.0], n)
+    results = []
+    for rows in (n + 1, 0):  # plain, then bounded
+        monkeypatch.setattr(_polish, "BOUNDED_SPLIT_ROWS", rows)
+        results.append(_two_means(X, w))
+    (plain, plain_sse), (bounded, bounded_sse) = results
+    assert plain.tobytes() == bounded.tobytes() and plain_sse == bounded_sse
