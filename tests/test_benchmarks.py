@@ -24,6 +24,7 @@ HEADINGS = {
     "bench_deep_clustering.py": "NMI mean",
     "bench_entmax.py": "x softmax",
     "bench_fit.py": "entmax15",
+    "bench_many_rows.py": "every row s",
     "bench_memory.py": "tracemalloc",
     "bench_n_clusters.py": "lifetimes",
     "bench_quality.py": "x km10",
