@@ -38,6 +38,7 @@ from sklearn.utils._param_validation import Interval, validate_params
 
 from ._engine.assign import is_small, nearest, single_move_gains
 from ._engine.passes import labels_inertia
+from ._lloyd import Bounds
 from ._policy import one_blas_thread
 from ._rows import MemoryRows, working_units
 from ._validation import check_data_centers, check_n_samples
@@ -126,7 +127,7 @@ def _explicit_best(x, w, a, N, means):
 class _MoveBounds:
     """Which rows' best move may gain, from bounds on their distances.
 
-    Hamerly's bounds, as ``_lloyd._Bounds``: ``upper`` bounds each row's
+    Hamerly's bounds (``_lloyd.Bounds``): ``upper`` bounds each row's
     distance to its own mean from above, ``lower`` its distance to every
     other mean from below; when the means move by ``shift``, ``upper +=
     shift[own]`` and ``lower -= max(shift)``. A row's move changes the
@@ -135,17 +136,14 @@ class _MoveBounds:
     ``g = N_a / (N_a - w)``; a row whose bound clears the candidates' room
     (``hartigan``) is no candidate, and only the others get their
     distances. Late passes move a few rows near the boundaries, and a pass
-    then costs a few vectors of ``n`` instead of ``n k d``. The bounds keep
-    twice the engine's rounding (``_Bounds.slack``) as room.
+    then costs a few vectors of ``n`` instead of ``n k d``. Both bounds keep
+    the engine's rounding (``Bounds.slack``) as room.
     """
 
-    def __init__(self, x_sq, dtype, n_features):
-        n = x_sq.shape[0]
-        eps = float(np.finfo(dtype).eps)
-        scale_sq = 2.0 * float(np.max(x_sq)) if n else 0.0
-        self.slack = 8.0 * np.sqrt(8.0 * (n_features + 2) * eps * scale_sq)
+    def __init__(self, rows, dtype):
+        self.bounds = Bounds(rows, dtype)
+        self.moved(slice(None))  # every row computed in the first pass
         self.room = _candidate_room(dtype)
-        self.upper, self.lower = np.full(n, np.inf), np.zeros(n)
         self.centers = None
 
     def gains(self, X, w, labels, centers, N, offset, x_sq):
@@ -154,12 +152,10 @@ class _MoveBounds:
         The others get ``delta = inf`` (no candidate); the bounds of the
         rows computed become exact.
         """
-        n = labels.shape[0]
+        n, bounds = labels.shape[0], self.bounds
         if self.centers is not None:
             step = centers.astype(np.float64) - self.centers
-            shift = np.sqrt(np.einsum("ij,ij->i", step, step))
-            self.upper += shift[labels]
-            self.lower -= shift.max()
+            bounds.move(labels, np.sqrt(np.einsum("ij,ij->i", step, step)))
         self.centers = centers.astype(np.float64)
         wf = np.asarray(w, dtype=np.float64)
         own = N[labels]
@@ -167,8 +163,8 @@ class _MoveBounds:
         n_min = N.min()
         with np.errstate(divide="ignore", invalid="ignore"):
             g = np.where(rest > 0, own / rest, 0.0)
-            up_sq = g * self.upper**2
-            low = n_min / (n_min + wf) * np.maximum(self.lower, 0.0) ** 2 - up_sq
+            up_sq = g * bounds.upper**2
+            low = n_min / (n_min + wf) * np.maximum(bounds.lower, 0.0) ** 2 - up_sq
             # delta >= room (delta + 2 w leave) follows from this:
             cleared = low * (1.0 - self.room) > 2.0 * self.room * up_sq
         cleared |= ~(wf > 0)
@@ -191,12 +187,12 @@ class _MoveBounds:
         return delta, size, target
 
     def _set(self, idx, d_own, d_other):
-        self.upper[idx] = np.sqrt(d_own) + self.slack
-        self.lower[idx] = np.sqrt(d_other) - self.slack
+        slack = self.bounds.slack
+        self.bounds.set(idx, np.sqrt(d_own) + slack, np.sqrt(d_other))
 
     def moved(self, idx):
         """Rows ``idx`` changed cluster: their bounds are recomputed next pass."""
-        self.upper[idx], self.lower[idx] = np.inf, 0.0
+        self.bounds.upper[idx], self.bounds.lower[idx] = np.inf, 0.0
 
 
 def hartigan(rows, centers, *, max_iter=300):
@@ -251,7 +247,7 @@ def hartigan(rows, centers, *, max_iter=300):
     # Many rows: bounds leave out the rows whose move cannot gain.
     bounds = None
     if not sp.issparse(X) and not is_small(X, n_clusters):
-        bounds = _MoveBounds(x_sq, dtype, X.shape[1])
+        bounds = _MoveBounds(rows, dtype)
     gains = single_move_gains if bounds is None else bounds.gains
     for _ in range(max_iter if n_clusters > 1 else 0):
         current = (means + offset).astype(dtype)

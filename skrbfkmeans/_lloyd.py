@@ -12,7 +12,7 @@ applies exactly that rule, so an iteration costs ``n m d + n_m k d`` for
 Most iterations of a Lloyd run (the polish's trials included) move many
 centres a little. On dense data in at most 16 features with at most 64
 centres (at least 16 on small data; ``_use_bounds``) Hamerly's bounds
-(``_Bounds``) decide which rows may change label, and only those get their
+(``Bounds``) decide which rows may change label, and only those get their
 distances; the rest keep their label without any distance computed.
 
 Labels follow the full pass's rule: the nearest centre, the lowest index
@@ -53,7 +53,7 @@ FULL_PASS_SHARE = 0.5
 
 
 def _use_bounds(X, n_clusters):
-    """Whether Lloyd's steps on dense ``X`` are bounded (``_Bounds``).
+    """Whether Lloyd's steps on dense ``X`` are bounded (``Bounds``).
 
     A bounded step costs a few passes over a vector of ``n`` and the
     distances of the rows it cannot clear; a full pass ``n k d``. Hamerly's
@@ -79,8 +79,9 @@ def _same_partition(labels, other):
     if np.array_equal(labels, other):
         return True
     k = int(max(labels.max(), other.max())) + 1
-    pairs = np.unique(labels.astype(np.int64) * k + other).size
-    return pairs == np.unique(labels).size == np.unique(other).size
+    pairs = np.bincount(labels.astype(np.intp) * k + other, minlength=k * k) > 0
+    pairs = pairs.reshape(k, k)  # a bijection of names: one pair per row and column
+    return pairs.sum() == pairs.any(axis=1).sum() == pairs.any(axis=0).sum()
 
 
 def _coincident(centers):
@@ -98,7 +99,7 @@ class IncrementalLloyd:
     sum of every cluster's samples, exact after a full pass and updated by
     the samples that change cluster in between (a run ends on a full pass,
     but for a ``dropped`` trial, whose state is then only to be discarded).
-    ``bounds`` (``_Bounds``, or None where ``_use_bounds`` says no) are
+    ``bounds`` (``Bounds``, or None where ``_use_bounds`` says no) are
     valid for ``centers`` too.
     """
 
@@ -106,8 +107,9 @@ class IncrementalLloyd:
         self.rows = rows
         self.bounds = None
         if _use_bounds(rows.X, centers.shape[0]):
-            self.bounds = _Bounds(rows, np.asarray(centers).dtype)
+            self.bounds = Bounds(rows, np.asarray(centers).dtype)
         self.labels = None
+        self._w_x_sq = None
         self._reset(np.array(centers, copy=True))
 
     def _reset(self, centers):
@@ -138,6 +140,7 @@ class IncrementalLloyd:
             setattr(new, name, getattr(self, name).copy())
         new.bounds = None if self.bounds is None else self.bounds.copy()
         new.exact, new.dropped = self.exact, self.dropped
+        new._w_x_sq = self._w_x_sq
         return new
 
     def _move_samples(self, idx, old):
@@ -243,7 +246,7 @@ class IncrementalLloyd:
     def _bounded_step(self, shift):
         """Relabel only the rows whose bounds allow a change.
 
-        ``_Bounds.candidates`` names the rows whose nearest centre may have
+        ``Bounds.candidates`` names the rows whose nearest centre may have
         changed; they get their distances to every centre (the full pass's
         partial distances of those rows), the others keep their label. The
         partial distances of the others are then stale: the state is not
@@ -317,9 +320,15 @@ class IncrementalLloyd:
         alive = self.N > 0
         S = self.S[alive]
         mean_sq = float(np.sum(np.einsum("ij,ij->i", S, S) / self.N[alive]))
-        rows = self.rows
-        total = float(matmul(rows.w.astype(np.float64), rows.x_sq.astype(np.float64)))
-        return total - mean_sq - 4.0 * self.inertia_rounding() > ceiling
+        return self._weighted_x_sq() - mean_sq - 4.0 * self.inertia_rounding() > ceiling
+
+    def _weighted_x_sq(self):
+        """``sum w |x|^2`` (centred), once per run and its copies."""
+        if self._w_x_sq is None:
+            rows = self.rows
+            w, x_sq = rows.w.astype(np.float64), rows.x_sq.astype(np.float64)
+            self._w_x_sq = float(matmul(w, x_sq))
+        return self._w_x_sq
 
     def inertia(self):
         """Weighted inertia of the current labels (not of a dropped trial)."""
@@ -359,7 +368,7 @@ class IncrementalLloyd:
         return self.inertia() + self.inertia_rounding() < ceiling
 
 
-class _Bounds:
+class Bounds:
     """Hamerly's bounds: which rows' nearest centre can have changed.
 
     ``upper`` bounds each row's distance to its own centre from above,
@@ -391,21 +400,29 @@ class _Bounds:
         return np.sqrt(np.maximum(self.x_sq[idx] + e, 0.0))
 
     def copy(self):
-        new = object.__new__(_Bounds)
+        new = object.__new__(Bounds)
         new.x_sq, new.slack = self.x_sq, self.slack
         new.upper, new.lower = self.upper.copy(), self.lower.copy()
         return new
 
-    def candidates(self, labels, shift):
-        """Move the bounds by the centres' ``shift``; the rows to recompute."""
+    def move(self, labels, shift):
+        """Move the bounds by the centres' ``shift`` (rows in clusters ``labels``)."""
         self.upper += shift[labels]
         self.lower -= shift.max()
+
+    def candidates(self, labels, shift):
+        """Move the bounds by the centres' ``shift``; the rows to recompute."""
+        self.move(labels, shift)
         return np.flatnonzero(self.upper >= self.lower)
+
+    def set(self, idx, own, other):
+        """Set the bounds of rows ``idx`` from distances to own and other centres."""
+        self.upper[idx] = own
+        self.lower[idx] = other - self.slack
 
     def update(self, idx, e_own, e_second):
         """Exact bounds of rows ``idx`` from their partial distances."""
-        self.upper[idx] = self._distance(idx, e_own)
-        self.lower[idx] = self._distance(idx, e_second) - self.slack
+        self.set(idx, self._distance(idx, e_own), self._distance(idx, e_second))
 
 
 def _relocate_empty(rows, labels, centers, N, S):

@@ -84,6 +84,7 @@ def _two_means(Xl, wl, max_iter=100):
     bounded = Xl.shape[0] >= BOUNDED_SPLIT_ROWS
     rows = np.arange(Xl.shape[0])
     own = other = None
+    stale = False  # rows left out: their distances are not the last centres'
     for _ in range(max_iter):
         before = centers.copy()
         for c in (0, 1):
@@ -99,6 +100,7 @@ def _two_means(Xl, wl, max_iter=100):
             other -= shift[1 - labels]
             idx = np.flatnonzero(own * (1 + _SPLIT_ROOM) >= other * (1 - _SPLIT_ROOM))
             d[idx] = _split_distances(Xl[idx], centers)
+            stale = idx.size < rows.size
         # A row left out keeps its label, the argmin of its last distances.
         new = np.argmin(d, axis=1)
         if bounded:
@@ -109,7 +111,7 @@ def _two_means(Xl, wl, max_iter=100):
         if np.array_equal(new, labels):
             break
         labels = new
-    if bounded:
+    if stale:
         d = _split_distances(Xl, centers)
     sse = float(wl @ d[rows, labels])
     return centers, sse
@@ -154,7 +156,7 @@ class Splits:
         return found
 
 
-def _candidates(X, w, centers, offset, x_sq, splits):
+def _candidates(rows, centers, splits):
     """Ranked (remove j, split l) pairs with their children, for one pass.
 
     ``R_j = sum_{i in I_j} w_i (d_i(2) - d_i(1))`` is what removing centre j
@@ -163,9 +165,9 @@ def _candidates(X, w, centers, offset, x_sq, splits):
     Pairs come in decreasing order of the estimate ``G_l - R_j``, whatever
     its sign: Lloyd after the move usually recovers far more than ``R_j``.
     """
-    k = centers.shape[0]
-    labels, margins, nearest = labels_margins(X, centers, offset)
-    d1 = np.maximum(x_sq + nearest, 0.0)
+    k, w = centers.shape[0], rows.w
+    labels, margins, nearest = labels_margins(rows.X, centers, rows.offset)
+    d1 = np.maximum(rows.x_sq + nearest, 0.0)
     removal = np.bincount(labels, weights=w * margins, minlength=k)
     gain = np.full(k, -np.inf)
     children = {}
@@ -340,9 +342,7 @@ def polish(
         if budget is not None and spent >= budget:
             break
         splits.next_pass()
-        pairs, children = _candidates(
-            rows.X, rows.w, state.centers, rows.offset, rows.x_sq, splits
-        )
+        pairs, children = _candidates(rows, state.centers, splits)
         for _, j, c in pairs:
             if budget is not None and spent >= budget:
                 break

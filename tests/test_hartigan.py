@@ -19,6 +19,7 @@ from threadpoolctl import threadpool_limits
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans, _hartigan, kmeans_hartigan
 from skrbfkmeans._certificate import explicit_fixed_point
+from skrbfkmeans._rows import MemoryRows
 
 
 @pytest.fixture(autouse=True, params=["full", "bounded"])
@@ -260,7 +261,7 @@ def test_bounds_keep_every_candidate(seed, k, d, step, dtype, shift, empty):
     x_sq = ((X - offset) ** 2).sum(axis=1)
     labels = rng.integers(0, k - 1 if empty else k, n)  # cluster k-1 empty
     centers = (rng.normal(size=(k, d)) + shift).astype(dtype)
-    bounds = _hartigan._MoveBounds(x_sq, X.dtype, d)
+    bounds = _hartigan._MoveBounds(MemoryRows(X, w, offset, x_sq), X.dtype)
 
     def check(labels, centers):
         N = np.bincount(labels, weights=w, minlength=k)

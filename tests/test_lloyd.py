@@ -370,7 +370,7 @@ def _reference_polish(X, w, centers, offset, x_sq, max_iter=300, single_moves=Fa
     centers, inertia = settle(centers)
     moves = []
     while True:
-        pairs, children = _candidates(X, w, centers, offset, x_sq, Splits(rows))
+        pairs, children = _candidates(rows, centers, Splits(rows))
         for _, j, c in pairs:
             trial = centers.copy()
             trial[c], trial[j] = children[c]

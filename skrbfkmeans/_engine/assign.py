@@ -134,8 +134,10 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq, *, distances=False
     delta = np.full(n_samples, np.inf)
     size = np.zeros(n_samples)
     target = np.zeros(n_samples, dtype=np.intp)
-    d_own, d_other = np.zeros(n_samples), np.full(n_samples, np.inf)
-    out = (delta, size, target, d_own, d_other) if distances else (delta, size, target)
+    out = (delta, size, target)
+    if distances:
+        d_own, d_other = np.zeros(n_samples), np.full(n_samples, np.inf)
+        out += (d_own, d_other)
     if n_clusters < 2:
         return out
     N = np.asarray(N, dtype=np.float64)
@@ -152,9 +154,8 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq, *, distances=False
         to_own = J[rows, lab].astype(np.float64)
         if distances:
             d_own[sl] = to_own
-            J[rows, lab] = np.inf
-            d_other[sl] = J.min(axis=1)
-            J[rows, lab] = to_own
+            d_other[sl] = runner_up(J, lab)[1]
+            J[rows, lab] = to_own  # runner_up spoilt it
         own = N[lab]
         rest = own - wb
         # Leaving a cluster that the sample alone weighs leaves it empty:
