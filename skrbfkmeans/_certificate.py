@@ -433,8 +433,12 @@ def fixed_point_test(parts, centers):
     ``fixed`` says whether every centre with samples equals their weighted
     mean to the rounding of that mean: a few ulps of the magnitude (times
     the depth of the sums), and the centres' own dtype's rounding. ``shift``
-    is the largest distance that test admits between a centre and its
-    cluster's mean (its per-coordinate bound times ``sqrt(n_features)``).
+    bounds the distance between a centre and its cluster's exact mean: the
+    largest distance measured to the computed mean, plus the rounding of
+    that mean (float64 sums: a few ulps of the magnitude times their depth).
+    It is never above the distance the test admits (its per-coordinate
+    bound times ``sqrt(n_features)``): centres in float32 far from the
+    origin sit within an ulp of their means, where the test admits 64.
     """
     C = np.asarray(centers, dtype=np.float64)
     alive = parts.N > 0
@@ -442,7 +446,12 @@ def fixed_point_test(parts, centers):
     magnitude = np.abs(means).max(initial=0.0) + np.abs(C[alive]).max(initial=0.0)
     tol = _fixed_tolerance(centers, parts.n_samples)
     fixed = bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
-    return parts.margin, fixed, tol * magnitude * np.sqrt(C.shape[1])
+    root_d = np.sqrt(C.shape[1])
+    if not fixed:
+        return parts.margin, False, tol * magnitude * root_d
+    measured = np.sqrt(np.max(np.sum((means - C[alive]) ** 2, axis=1), initial=0.0))
+    rounding = _fixed_tolerance(np.empty(0), parts.n_samples) * magnitude * root_d
+    return parts.margin, True, min(measured + rounding, tol * magnitude * root_d)
 
 
 def shift_bound(centers, n_samples):
