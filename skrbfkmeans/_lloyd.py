@@ -24,7 +24,9 @@ trial that ends above the state it was to beat, or on its partition, is
 dropped without that pass (``run``): a row within rounding of a tie, which
 the pass might have moved, cannot make it win by more than rounding, but
 its Lloyd-iteration count can differ from that of plain Lloyd by the
-iterations that move would have started.
+iterations that move would have started. Where every step is a full pass
+(small data), a trial whose inertia stays far above that state's for its
+pace of descent is abandoned (``HOPELESS``) and dropped as well.
 
 The engine's plain Lloyd (EM with entmax-1.5 at zero width) shares
 a sample among exactly tied centres instead, and so moves coincident
@@ -50,6 +52,10 @@ from ._iterations import em_fixed_sigma
 # An incremental step that would compute more than this share of a full
 # pass's distances runs the full pass (which also gives exact sums).
 FULL_PASS_SHARE = 0.5
+
+# A trial is abandoned once its inertia is above the ceiling it must beat by
+# more than this many times its last iteration's decrease (``run``).
+HOPELESS = 20
 
 
 def _use_bounds(X, n_clusters):
@@ -207,15 +213,27 @@ class IncrementalLloyd:
         ``ceiling`` (``above``), or on the partition of the labels
         ``incumbent`` (the one it was to beat, whatever the clusters'
         names: a boundary move can swap two), skips the confirming pass:
-        it is ``dropped``, and ``below`` says False.
+        it is ``dropped``, and ``below`` says False. Where every step is a
+        full pass, a trial is also dropped, unconverged, at the first
+        iteration whose inertia (``_sums_inertia``) is above ``ceiling`` by
+        more than ``HOPELESS`` times its decrease since the last iteration.
         """
         if _coincident(self.centers):
             return self._plain(max_iter)
         if moved is not None:
             self.assign(np.asarray(moved, dtype=np.intp))
-        n_iter = 0
+        n_iter, last = 0, None
+        watch = ceiling is not None and self._full_passes()
         while n_iter < max_iter:
             n_iter += 1
+            if watch:
+                # A trial far above its ceiling that descends slowly is
+                # abandoned (``HOPELESS``): dropped, as below.
+                now = self._sums_inertia()
+                if last is not None and now - ceiling > HOPELESS * (last - now):
+                    self.dropped = True
+                    return n_iter, False
+                last = now
             new = m_step(self.N, self.S, self.centers, self.rows.offset)
             moved = np.flatnonzero((new != self.centers).any(axis=1))
             shift = None
@@ -242,6 +260,11 @@ class IncrementalLloyd:
             # stale: a full pass (the same labels) makes them exact.
             self._reset(self.centers)
         return n_iter, False
+
+    def _full_passes(self):
+        """Whether every step is a full pass (small data, no bounds)."""
+        rows = self.rows
+        return self.bounds is None and rows.X.shape[0] * self.N.shape[0] < SMALL_PASS
 
     def _bounded_step(self, shift):
         """Relabel only the rows whose bounds allow a change.
@@ -317,10 +340,17 @@ class IncrementalLloyd:
         """
         if ceiling is None:
             return False
+        return self._sums_inertia() - 4.0 * self.inertia_rounding() > ceiling
+
+    def _sums_inertia(self):
+        """Return the inertia of the labels at their means, from the sums.
+
+        ``sum w |x|^2 - sum_j |S_j|^2 / N_j`` (centred): no distances.
+        """
         alive = self.N > 0
         S = self.S[alive]
         mean_sq = float(np.sum(np.einsum("ij,ij->i", S, S) / self.N[alive]))
-        return self._weighted_x_sq() - mean_sq - 4.0 * self.inertia_rounding() > ceiling
+        return self._weighted_x_sq() - mean_sq
 
     def _weighted_x_sq(self):
         """``sum w |x|^2`` (centred), once per run and its copies."""

@@ -302,7 +302,8 @@ def polish(
     Every Lloyd run is incremental (``_lloyd.IncrementalLloyd``): a trial
     move starts from the current labels, and an iteration recomputes only
     the samples a moved centre can take or lose. Its result is that of
-    plain Lloyd on all rows.
+    plain Lloyd on all rows; on small data a hopeless trial is abandoned
+    (``_lloyd.HOPELESS``) and not kept.
 
     ``single_moves`` runs single-sample moves (``_hartigan``) from the
     starting Lloyd fixed point and after every kept move, so that each pass
@@ -475,7 +476,10 @@ def kmeans_polish(
     each of its iterations recomputes only the samples that a moved centre
     can take or lose (``O(n m d + n_m k d)`` for ``m`` moved centres holding
     ``n_m`` samples, instead of ``O(n k d)``); the labels are those of plain
-    Lloyd, so the moves kept do not depend on it.
+    Lloyd, so the moves kept do not depend on it. On small data a trial
+    whose inertia is above the current one by more than 20 times its last
+    iteration's decrease is abandoned (a winner that gains that slowly is
+    rare, but possible).
 
     Examples
     --------

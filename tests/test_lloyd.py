@@ -43,6 +43,7 @@ def steps(request, monkeypatch):
     monkeypatch.setattr(
         _lloyd, "_use_bounds", lambda X, k: bounded and not sp.issparse(X)
     )
+    return request.param
 
 
 def _rows(X, w=None):
@@ -163,6 +164,48 @@ def test_trial_dropped_only_above_its_ceiling(kind, where, global_random_seed):
         np.testing.assert_array_equal(state.centers, plain.centers)
     if where < 0 and not state.exact:
         assert state.dropped  # clearly above: no confirming pass
+
+
+@pytest.mark.parametrize("kind", ["blobs", "uniform"])
+def test_hopeless_trial_is_abandoned_where_explicit_lloyd_says(
+    kind, steps, global_random_seed
+):
+    # Check the abandonment of a trial against explicit Lloyd: two centres
+    # of a converged state moved onto one row (the polish's trials move
+    # two), run with the state's inertia as ceiling. Where every step is a
+    # full pass the run is dropped at the iteration where the explicit
+    # run's inertia is above the ceiling by more than HOPELESS times its
+    # last decrease, and ends as without a ceiling where it never is;
+    # with other steps it is never abandoned.
+    rng = np.random.default_rng(global_random_seed)
+    X = _data(kind, global_random_seed)
+    w = rng.integers(1, 3, X.shape[0]).astype(float)
+    rows = _rows(X, w)
+    distinct = np.unique(X, axis=0)
+    state = IncrementalLloyd(
+        rows, distinct[rng.choice(len(distinct), 6, replace=False)]
+    )
+    state.run(300)
+    ceiling = state.inertia()
+    abandoned = 0
+    for a, b in [(0, 1), (2, 3), (4, 5), (1, 4)]:
+        trial = state.copy()
+        trial.centers[[a, b]] = X[rng.integers(X.shape[0])] + [[0.0], [1e-3]]
+        start = trial.centers.copy()
+        n_iter, _ = trial.run(
+            300, moved=[a, b], ceiling=ceiling, incumbent=state.labels
+        )
+        plain = IncrementalLloyd(rows, start)
+        plain.run(300)
+        hopeless = _lloyd.HOPELESS if steps == "small-data" else np.inf
+        at = _abandoned_at(X, w, start, ceiling, hopeless)
+        if at is not None:
+            abandoned += 1
+            assert trial.dropped and n_iter == at
+        elif not trial.dropped:
+            np.testing.assert_array_equal(trial.labels, plain.labels)
+    if steps == "small-data":
+        assert abandoned >= 1
 
 
 @settings(max_examples=200, deadline=None)
@@ -351,11 +394,44 @@ def test_trial_move_equals_lloyd_from_the_trial():
     assert not np.array_equal(state.centers, trial.centers)
 
 
-def _reference_polish(X, w, centers, offset, x_sq, max_iter=300, single_moves=False):
+def _abandoned_at(X, w, centers, ceiling, hopeless, max_iter=300):
+    """The iteration at which the polish abandons Lloyd from ``centers``, or None.
+
+    Explicit Lloyd (labels by explicit differences, weighted means):
+    ``J_t`` is the inertia of the ``t``-th labels about their own means;
+    the run is abandoned at the first ``t >= 2`` with ``J_t - ceiling >
+    hopeless (J_(t-1) - J_t)``, before it reaches a fixed point.
+    """
+    last = None
+    for t in range(1, max_iter + 1):
+        labels = _explicit_labels(X, centers)[0]
+        now = float(_sse(X, w, labels))
+        if (
+            hopeless < np.inf
+            and last is not None
+            and now - ceiling > hopeless * (last - now)
+        ):
+            return t
+        last = now
+        new = centers.copy()
+        for j in range(len(centers)):
+            if np.any(labels == j):
+                new[j] = w[labels == j] @ X[labels == j] / w[labels == j].sum()
+        if np.array_equal(new, centers):
+            return None
+        centers = new
+    return None
+
+
+def _reference_polish(
+    X, w, centers, offset, x_sq, max_iter=300, single_moves=False, hopeless=np.inf
+):
     """The search with plain Lloyd on all rows for every trial (the oracle).
 
     With ``single_moves``, Hartigan's passes and plain Lloyd from their
-    means settle the start and every kept move.
+    means settle the start and every kept move. A trial whose explicit run
+    is abandoned (``_abandoned_at``, with ``hopeless`` times its decrease)
+    is not kept.
     """
     rows = MemoryRows(X, w, offset, x_sq)
 
@@ -374,6 +450,8 @@ def _reference_polish(X, w, centers, offset, x_sq, max_iter=300, single_moves=Fa
         for _, j, c in pairs:
             trial = centers.copy()
             trial[c], trial[j] = children[c]
+            if _abandoned_at(X, w, trial, inertia, hopeless, max_iter):
+                continue
             trial, _, _ = plain_lloyd(rows, trial, max_iter)
             _, trial_inertia = labels_inertia(X, w, trial, offset, x_sq)
             if trial_inertia < inertia:
@@ -384,13 +462,21 @@ def _reference_polish(X, w, centers, offset, x_sq, max_iter=300, single_moves=Fa
             return centers, inertia, moves
 
 
+@pytest.mark.parametrize("abandon", [True, False])
 @pytest.mark.parametrize("single_moves", [False, True])
 @pytest.mark.parametrize("seed", range(6))
-def test_polish_accepts_the_moves_of_the_plain_search(seed, single_moves):
+def test_polish_accepts_the_moves_of_the_plain_search(
+    seed, single_moves, abandon, steps, monkeypatch
+):
     # Check that the incremental polish keeps the same moves as the search
     # that runs plain Lloyd on all rows for every trial: same centres, same
     # inertia, same moves; with single-sample moves too, and then the
-    # result is a fixed point of both: no single move gains.
+    # result is a fixed point of both: no single move gains. Trials whose
+    # steps are all full passes are abandoned as the explicit search
+    # abandons them (``abandon``; without it, never: HOPELESS = inf).
+    if not abandon:
+        monkeypatch.setattr(_lloyd, "HOPELESS", np.inf)
+    hopeless = _lloyd.HOPELESS if steps == "small-data" else np.inf
     rng = np.random.default_rng(seed)
     k = [3, 4, 6, 8, 10, 12][seed]
     means = rng.uniform(-10, 10, size=(k + 2, 2))
@@ -401,7 +487,9 @@ def test_polish_accepts_the_moves_of_the_plain_search(seed, single_moves):
     offset = data_offset(X, w)
     x_sq = ((X - offset) ** 2).sum(1)
     init = X[rng.choice(X.shape[0], k, replace=False)]
-    ref = _reference_polish(X, w, init, offset, x_sq, single_moves=single_moves)
+    ref = _reference_polish(
+        X, w, init, offset, x_sq, single_moves=single_moves, hopeless=hopeless
+    )
     rows = MemoryRows(X, w, offset, x_sq)
     centers, inertia, moves, _, _, _ = polish(rows, init, single_moves=single_moves)
     assert moves == ref[2]
