@@ -400,3 +400,48 @@ def test_statistics_route_names(activation, prior, inertia, route, monkeypatch):
     calls.clear()
     statistics(*args, prior=prior, inertia=inertia, route="general")
     assert not calls
+
+
+@pytest.mark.parametrize("sums", ["dense one-hot", "sparse", "blocks"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_assignment_sums_match_explicit_sums(
+    sums, dtype, monkeypatch, global_random_seed
+):
+    # Check Lloyd's pass against explicit loops in float64: each row's
+    # nearest centre by explicit differences (where its margin is clear of
+    # rounding), its partial distance, and every cluster's weight and
+    # centred weighted sum, on each route of the sums (small data: a dense
+    # one-hot product or a sparse one, by DENSE_SUMS; other data: blocks).
+    from skrbfkmeans._engine import assign
+
+    if sums == "dense one-hot":
+        monkeypatch.setattr(assign, "DENSE_SUMS", np.inf)
+    elif sums == "sparse":
+        monkeypatch.setattr(assign, "DENSE_SUMS", 0)
+    else:
+        monkeypatch.setattr(assign, "SMALL_PASS", 0)
+    rng = np.random.default_rng(global_random_seed)
+    X = (rng.standard_normal((400, 6)) * 3 + 50).astype(dtype)
+    C = X[rng.choice(400, 9, replace=False)] + rng.normal(size=(9, 6)).astype(dtype)
+    w = rng.integers(0, 4, 400).astype(dtype)
+    offset = data_offset(X, w)
+    Xc = np.asarray(X - offset)
+    labels, e_own, N, S = assign.assignment_sums(X, w, C, offset, centred=lambda: Xc)
+    D = ((X.astype(np.float64)[:, None, :] - C.astype(np.float64)[None]) ** 2).sum(2)
+    order = np.sort(D, axis=1)
+    clear = order[:, 1] - order[:, 0] > 1e-3 * order[:, 1]
+    np.testing.assert_array_equal(labels[clear], D.argmin(axis=1)[clear])
+    x_sq = ((X.astype(np.float64) - offset) ** 2).sum(1)
+    own = D[np.arange(400), labels]
+    np.testing.assert_allclose(
+        x_sq + e_own, own, rtol=1e-4 if dtype == np.float32 else 1e-9, atol=1e-2
+    )
+    for j in range(9):
+        rows = labels == j
+        wj = w[rows].astype(np.float64)
+        assert N[j] == pytest.approx(wj.sum(), rel=1e-12)
+        expected = wj @ (X[rows].astype(np.float64) - offset)
+        np.testing.assert_allclose(
+            S[j], expected, rtol=1e-9, atol=1e-9 * np.abs(Xc).sum()
+        )
+    assert N.dtype == S.dtype == np.float64
