@@ -70,12 +70,20 @@ def _row(X, i, offset):
     return np.asarray(x, dtype=np.float64) - offset
 
 
-def cluster_sums(X, w, labels, offset, n_clusters):
-    """Weights ``N`` and sums ``S = sum w (x - offset)`` of the clusters, float64."""
+def cluster_sums(X, w, labels, offset, n_clusters, rows=None):
+    """Weights ``N`` and sums ``S = sum w (x - offset)`` of the clusters, float64.
+
+    ``rows`` (ascending indices; None: all) restricts the sums to those rows,
+    read in place: each cluster adds its rows in the same order either way.
+    """
+    if rows is None:
+        rows = np.arange(labels.size)
+    else:
+        w, labels = np.asarray(w)[rows], labels[rows]
     N = np.bincount(labels, weights=w, minlength=n_clusters).astype(np.float64)
     M = sp.csr_matrix(
-        (np.asarray(w, dtype=np.float64), (labels, np.arange(labels.size))),
-        shape=(n_clusters, labels.size),
+        (np.asarray(w, dtype=np.float64), (labels, rows)),
+        shape=(n_clusters, X.shape[0]),
     )
     S = M @ X
     S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
@@ -90,10 +98,20 @@ def _refresh_sums(X, w, labels, offset, N, S, touched):
     ``cluster_sums``, and so are the same bits.
     """
     touched = np.fromiter(sorted(touched), dtype=np.intp)
-    idx = np.flatnonzero(np.isin(labels, touched))
+    if touched.size <= 4:
+        inside = labels == touched[0]
+        for j in touched[1:]:
+            inside |= labels == j
+    else:
+        inside = np.isin(labels, touched)
+    idx = np.flatnonzero(inside)
     if idx.size > _FULL_PASS_SHARE * labels.size:
         return cluster_sums(X, w, labels, offset, N.size)
-    N_t, S_t = cluster_sums(X[idx], w[idx], labels[idx], offset, N.size)
+    if X.dtype == np.float64:
+        # The rows in place (the product would convert all of another dtype).
+        N_t, S_t = cluster_sums(X, w, labels, offset, N.size, rows=idx)
+    else:
+        N_t, S_t = cluster_sums(X[idx], w[idx], labels[idx], offset, N.size)
     N[touched], S[touched] = N_t[touched], S_t[touched]
     return N, S
 
