@@ -486,7 +486,7 @@ def _print_final_phase(stage, settings, sigma, inertia, certified, done):
         lloyd = "KMeans's run stopped at max_iter: no Lloyd run, no moves"
     else:
         lloyd = (
-            f"Lloyd {'converged' if done.converged else 'stopped'} after "
+            f"Lloyd {'converged' if done.first_converged else 'stopped'} after "
             f"{counted(done.n_iter_first, 'iteration')}"
         )
         if settings.polish:
@@ -502,6 +502,8 @@ def _print_final_phase(stage, settings, sigma, inertia, certified, done):
                 f"{counted(done.n_boundary, 'boundary move')} kept ({trials})"
             )
         lloyd += f"; {counted(done.n_single, 'single-sample move')}"
+        if not done.converged:
+            lloyd += ", not converged within max_iter"
     print(
         f"Stage {stage}{settings.rows_note}, final phase: {lloyd}; sigma "
         f"{settings.user_width(sigma):.4g}, inertia "

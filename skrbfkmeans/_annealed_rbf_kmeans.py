@@ -175,7 +175,8 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         is KMeans's rule: one run for ``"k-means++"``, 10 for ``"random"``
         or a callable.
     max_iter : int, default=100
-        Maximum number of EM iterations per stage (and of the final Lloyd).
+        Maximum number of EM iterations per stage (and of the final Lloyd
+        run, and of its passes of single-sample moves).
     tol : float, default=1e-4
         A stage ends when no centre moves more than ``30 tol sqrt(T)``
         (``T = 2 sigma^2``). The final Lloyd run ignores it (it runs until
@@ -293,12 +294,17 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         Every EM and Lloyd iteration of the fit: all stages, the final run
         and every trial of the polish (what the fit cost).
     converged_ : bool
-        Whether the final phase converged within ``max_iter``: Lloyd reached
-        stable labels (``sigma_end="auto"``) or the EM at ``sigma_end`` met
-        its tolerance. When ``max_iter`` stops KMeans's run from an explicit
-        ``init``, its result is kept as it is (no polish). Intermediate
-        stages may stop at ``max_iter`` near a critical width; the next
-        stage continues from there.
+        Whether the final phase converged within ``max_iter``: with
+        ``sigma_end="auto"``, its single-sample moves ended, no sample
+        gaining by a move (a fixed point of Lloyd's too, even where
+        ``max_iter`` stopped Lloyd's run before them; on dask rows, which
+        make no single-sample moves, Lloyd reached stable labels); with a
+        float ``sigma_end``, the EM at it met its tolerance. On more rows
+        than the annealing's sample, the run on every row. When
+        ``max_iter`` stops KMeans's run from an explicit ``init``, its
+        result is kept as it is (no polish). Intermediate stages may stop at
+        ``max_iter`` near a critical width; the next stage continues from
+        there.
     certified_ : bool
         Whether the final centres are proven to be an exact Lloyd fixed
         point that no single-sample move improves: every margin is at least
@@ -664,12 +670,15 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         )  # fmt: skip
         user = result.to_user(rows.units)
         if self.verbose and final is not None:
-            what = (
-                "Lloyd" if self.sigma_end == "auto" else f"EM at sigma {user.sigma:.4g}"
-            )
+            it = counted(result.n_iter_final, "iteration")
+            if self.sigma_end == "auto":
+                what = f"Lloyd ({it}) and single-sample moves"
+                end = "ended" if result.converged else "stopped at max_iter"
+            else:
+                what = f"EM at sigma {user.sigma:.4g}"
+                end = f"{'converged' if result.converged else 'stopped'} after {it}"
             print(
-                f"Every row: {what} {'converged' if result.converged else 'stopped'}"
-                f" after {counted(result.n_iter_final, 'iteration')}, inertia "
+                f"Every row: {what} {end}, inertia "
                 f"{float(rows.units.to_user_energy(final[1])):.6g}, certified "
                 f"{result.certified}."
             )

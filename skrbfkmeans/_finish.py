@@ -52,16 +52,17 @@ def lloyd(rows, centers, max_iter):
 
 
 def single_moves(rows, centers, max_iter):
-    """Single-sample moves until none gains (``_hartigan``): centres, moves made.
+    """Single-sample moves until none gains (``_hartigan``, ``max_iter`` passes).
 
-    Dask rows keep their centres: the moves need the rows in memory. The
-    fit then ends on Lloyd's fixed point, which the certificate's
-    single-move condition may refuse.
+    Returns the centres, the moves made and whether the last pass found no
+    move (None on dask rows). Dask rows keep their centres: the moves need
+    the rows in memory. The fit then ends on Lloyd's fixed point, which the
+    certificate's single-move condition may refuse.
     """
     if rows.in_memory:
-        centers, _, n_moves, _ = hartigan(rows, centers, max_iter=max_iter)
-        return centers, n_moves
-    return centers, 0
+        centers, _, n_moves, converged = hartigan(rows, centers, max_iter=max_iter)
+        return centers, n_moves, converged
+    return centers, 0, None
 
 
 class Finished(NamedTuple):
@@ -71,10 +72,16 @@ class Finished(NamedTuple):
     those of the first Lloyd run (from the centres given), ``n_iter_last``
     those of the run that produced the centres (the first Lloyd run, or
     the last kept move's); ``n_iter - n_iter_first`` is the cost of the
-    moves' trials, kept or not. ``moves`` are the polish's kept moves,
-    ``n_single`` the single-sample moves made, ``n_boundary`` the boundary
-    moves kept; ``budget_spent`` says that the trials used all of ``total``
-    (the search may then have stopped before a fixed point of the polish).
+    moves' trials, kept or not. ``converged`` says that the moves run last
+    ended on their fixed point, not stopped by ``max_iter``: Lloyd's stable
+    labels, or, where single-sample moves ran (in memory), theirs, which is
+    Lloyd's too (where Lloyd stopped at ``max_iter``, the single-sample
+    moves can still end on a fixed point). ``moves`` are the polish's kept
+    moves, ``n_single`` the single-sample moves made, ``n_boundary`` the
+    boundary moves kept; ``budget_spent`` says that the trials used all of
+    ``total`` (the search may then have stopped before a fixed point of the
+    polish); ``first_converged`` that the first Lloyd run reached stable
+    labels.
     """
 
     centers: object
@@ -86,6 +93,7 @@ class Finished(NamedTuple):
     n_single: int
     n_boundary: int
     budget_spent: bool = False
+    first_converged: bool = True
 
 
 def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None):
@@ -107,7 +115,10 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
     Lloyd's) and, unless ``total`` cut it, of the polish, never above the
     one they reached first. Returns a ``Finished``.
     """
-    centers, n_iter, converged = lloyd(rows, centers, max_iter)
+    centers, n_iter, first_converged = lloyd(rows, centers, max_iter)
+    converged = first_converged
+    # Then ``converged``: whether the moves run last ended on a fixed point
+    # (the single-sample moves' is Lloyd's too, where Lloyd was stopped).
     n_iter_first = n_iter_last = n_iter
     moves, n_single, n_boundary = [], 0, 0
     # The 2-means of the clusters (polish) and of the unions (boundary
@@ -119,7 +130,7 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
 
     while True:
         if polish_moves:
-            centers, _, kept, it_polish, it_move, n_moved = polish(
+            centers, _, kept, it_polish, it_move, n_moved, converged = polish(
                 rows, centers, max_iter=max_iter, single_moves=True,
                 budget=left(), splits=clusters,
             )  # fmt: skip
@@ -127,7 +138,8 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
             n_iter_last = it_move if kept else n_iter_last
             moves += kept
         else:
-            centers, n_moved = single_moves(rows, centers, max_iter)
+            centers, n_moved, settled = single_moves(rows, centers, max_iter)
+            converged = converged if settled is None else settled
         n_single += n_moved
         # Boundary moves start from the fixed point of the moves above, so
         # that one kept can only lower the distortion it reached; after one,
@@ -145,7 +157,7 @@ def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None)
     spent = left() == 0
     return Finished(
         centers, n_iter, n_iter_first, n_iter_last, converged, moves, n_single,
-        n_boundary, spent,
+        n_boundary, spent, first_converged,
     )  # fmt: skip
 
 
@@ -162,7 +174,8 @@ def finish_on_every_row(rows, sample, result, *, hard, max_iter, tol):
     then the certificate; otherwise EM at the result's width with a stage's
     tolerance (``stage_tolerance``), certified at that width itself. The
     result's path stays the sample's (its energies are the sample's:
-    weights that add up to its size).
+    weights that add up to its size); whether it converged is the run's on
+    every row, which made its centres.
     """
     if sample is rows:
         return result, None
@@ -186,7 +199,7 @@ def finish_on_every_row(rows, sample, result, *, hard, max_iter, tol):
         sigma=float(sigma),
         n_iter=result.n_iter + n_iter,
         n_iter_final=n_iter,
-        converged=bool(result.converged and converged),
+        converged=bool(converged),
         certified=bool(certified),
     )
     return result, rows.final(result.centers, result.sigma, result.activation)

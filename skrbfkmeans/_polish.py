@@ -296,8 +296,10 @@ def polish(
     the moves kept (pairs ``(j, c)``: centre ``j`` left its cluster, and
     centres ``c`` and ``j`` took the two halves of cluster ``c``), every
     Lloyd iteration of the search, those of the run that produced the
-    centres (the first, or the last kept move's) and the single-sample
-    moves made.
+    centres (the first, or the last kept move's), the single-sample moves
+    made and whether the centres are a fixed point of the last moves run
+    (Lloyd's, and with ``single_moves`` the single-sample moves'), not
+    stopped by ``max_iter``.
 
     Every Lloyd run is incremental (``_lloyd.IncrementalLloyd``): a trial
     move starts from the current labels, and an iteration recomputes only
@@ -316,19 +318,23 @@ def polish(
     """
     splits = Splits(rows) if splits is None else splits
     state = IncrementalLloyd(rows, centers)
-    n_iter, _ = state.run(max_iter)
+    n_iter, settled = state.run(max_iter)
     n_iter_last, n_single = n_iter, 0
 
     def settle(state):
         # Single-sample moves, then Lloyd from their means (rounding can
         # leave a sample nearer another mean): the same state if none.
-        nonlocal n_iter, n_iter_last, n_single
-        moved_centers, _, n_moved, _ = hartigan(rows, state.centers, max_iter=max_iter)
+        # Their fixed point is Lloyd's: settled even where Lloyd was not.
+        nonlocal n_iter, n_iter_last, n_single, settled
+        moved_centers, _, n_moved, settled = hartigan(
+            rows, state.centers, max_iter=max_iter
+        )
         if not n_moved:
             return state
         n_single += n_moved
         state = IncrementalLloyd(rows, moved_centers)
-        it, _ = state.run(max_iter)
+        it, converged = state.run(max_iter)
+        settled = settled and converged
         n_iter += it
         n_iter_last = it
         return state
@@ -349,7 +355,7 @@ def polish(
                 break
             trial = state.copy()
             trial.centers[c], trial.centers[j] = children[c].astype(centers.dtype)
-            it, _ = trial.run(
+            it, converged = trial.run(
                 max_iter, moved=[j, c], ceiling=ceiling, incumbent=state.labels
             )
             n_iter += it
@@ -359,7 +365,7 @@ def polish(
             # need never end (float32 duplicates: a move and its inverse
             # both "lower").
             if trial.below(ceiling):
-                state, n_iter_last = trial, it
+                state, n_iter_last, settled = trial, it, converged
                 moves.append((j, c))
                 if single_moves:
                     state = settle(state)
@@ -367,7 +373,7 @@ def polish(
                 break
         else:
             break  # a whole pass kept nothing
-    return state.centers, inertia, moves, n_iter, n_iter_last, n_single
+    return state.centers, inertia, moves, n_iter, n_iter_last, n_single, settled
 
 
 def boundary_moves(rows, centers, *, budget, max_iter=300, splits=None):
@@ -506,7 +512,7 @@ def kmeans_polish(
     # leave the dtype's range); lengths and the inertia are mapped back.
     X, offset, centers, units = working_units(X, sample_weight, centers)
     rows = MemoryRows(X, sample_weight, offset, units=units)
-    centers, _, moves, _, _, _ = polish(rows, centers, max_moves=max_moves)
+    centers, _, moves, *_ = polish(rows, centers, max_moves=max_moves)
     labels, inertia = labels_inertia(X, sample_weight, centers, offset, rows.x_sq)
     inertia = float(units.to_user_energy(inertia))
     return units.to_user_points(centers), labels, inertia, len(moves)

@@ -126,8 +126,12 @@ class RBFKMeans(_BaseRBFKMeans):
         Lloyd's run, single samples move between clusters while a move lowers
         the inertia (Hartigan's method; :func:`kmeans_hartigan`), so that
         each run ends on a solution no one sample can improve, never with a
-        higher inertia than Lloyd's. It needs the rows in memory (NumPy or
-        sparse input) and has no effect at a positive width.
+        higher inertia than Lloyd's, within ``max_iter`` passes of moves: a
+        run whose last pass still moved a sample sets ``converged_`` to
+        False and raises a ``ConvergenceWarning``, and one whose moves end
+        is converged, whatever stopped Lloyd's run before them. It needs
+        the rows in memory (NumPy or sparse input) and has no effect at a
+        positive width.
 
     Attributes
     ----------
@@ -152,7 +156,9 @@ class RBFKMeans(_BaseRBFKMeans):
         Number of EM iterations of the kept run (Lloyd iterations at
         ``sigma=0``, counted as KMeans counts them).
     converged_ : bool
-        Whether the kept run met the tolerance before ``max_iter``.
+        Whether the kept run met the tolerance before ``max_iter`` (with
+        ``algorithm="hartigan"`` at ``sigma=0``: whether its single-sample
+        moves ended, no sample gaining by a move).
     n_steps_ : int
         Number of online EM steps taken by :meth:`partial_fit` since the
         centres were last set (by its first call or by :meth:`fit`). Set
@@ -344,7 +350,8 @@ class RBFKMeans(_BaseRBFKMeans):
                 rows, centers, self.activation, self.max_iter, runs.tol, self.verbose
             )
             if self.algorithm == "hartigan":
-                centers, _ = single_moves(rows, centers, self.max_iter)
+                centers, _, settled = single_moves(rows, centers, self.max_iter)
+                converged = converged if settled is None else settled
         else:
             centers, n_iter, converged = em_fixed_sigma(
                 rows,

@@ -6,6 +6,8 @@ neither the package's move formula nor its distances. Hartigan stability
 means that no single move lowers that distortion.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -304,3 +306,64 @@ def test_bounded_passes_give_the_full_passes_bits(seed, monkeypatch):
     assert full[0].tobytes() == bounded[0].tobytes()
     assert_array_equal(full[1], bounded[1])
     assert full[3] == bounded[3] > 0
+
+
+def _creeping_blob():
+    # One Gaussian blob and two centres far from its symmetric split: Lloyd
+    # and the single-sample moves creep towards it for dozens of steps.
+    X = np.random.default_rng(0).normal(size=(400, 2))
+    return X, np.ones(400), np.array([[-0.05, 0.0], [2.5, 0.0]])
+
+
+def _moves_fixed_point(X, w, centers):
+    """Whether ``centers`` are their clusters' means and no single move gains."""
+    labels = _nearest(X, centers)
+    means = np.array([X[labels == j].mean(axis=0) for j in range(len(centers))])
+    return bool(
+        np.allclose(means, centers, rtol=0, atol=1e-9)
+        and _best_single_move(X, w, labels, len(centers)) == 0.0
+    )
+
+
+def test_finish_converged_says_the_moves_ended_on_their_fixed_point():
+    # Check Finished.converged against the oracle for every max_iter from 1
+    # to 40 on a creeping start: converged only on a fixed point of Lloyd
+    # and of the single-sample moves, and converged where the single-sample
+    # moves end on one even though max_iter stopped Lloyd before them (it
+    # said False there: the fit warned and reported converged_=False on
+    # centres it certified).
+    from skrbfkmeans._engine.passes import data_offset
+    from skrbfkmeans._finish import finish, lloyd
+
+    X, w, start = _creeping_blob()
+    rows = MemoryRows(X, w, data_offset(X, w))
+    after_stopped_lloyd = 0
+    for max_iter in range(1, 41):
+        done = finish(rows, start, max_iter=max_iter)
+        if done.converged:
+            assert _moves_fixed_point(X, w, done.centers), max_iter
+            after_stopped_lloyd += not lloyd(rows, start, max_iter)[2]
+        else:
+            assert done.n_single > 0
+    assert done.converged
+    assert after_stopped_lloyd >= 3
+
+
+def test_hartigan_estimator_converged_and_its_warning_follow_the_moves():
+    # Check RBFKMeans(sigma=0, algorithm="hartigan") with a pass limit: a fit
+    # reported converged is the oracle's fixed point, one that is not warns.
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, w, start = _creeping_blob()
+    seen = set()
+    for max_iter in (1, 2, 4, 8, 300):
+        est = RBFKMeans(2, sigma=0, algorithm="hartigan", init=start, max_iter=max_iter)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            est.fit(X)
+        warned = any(issubclass(c.category, ConvergenceWarning) for c in caught)
+        assert warned == (not est.converged_)
+        if est.converged_:
+            assert _moves_fixed_point(X, w, est.cluster_centers_)
+        seen.add(est.converged_)
+    assert seen == {True, False}

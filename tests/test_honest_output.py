@@ -131,7 +131,8 @@ def _iterations(n):
 
 def test_verbose_on_a_sample_names_it_and_ends_with_the_fit():
     # Check that every line that describes the sample says so, and that the
-    # last line, the fit on every row, does not and gives n_iter_.
+    # last line, the fit on every row, does not and gives n_iter_ and
+    # whether its single-sample moves ended (converged_).
     X, _ = make_blobs(30_000, centers=6, random_state=0)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
@@ -148,8 +149,10 @@ def test_verbose_on_a_sample_names_it_and_ends_with_the_fit():
     for i, line in enumerate(stages):
         assert line.startswith(note.format(i))
     last = lines[-1]
-    assert last.startswith("Every row:") and "sample" not in last
-    assert f"Lloyd converged after {_iterations(est.n_iter_)}," in last
+    assert last.startswith("Every row:") and "sample of" not in last
+    end = "ended" if est.converged_ else "stopped at max_iter"
+    moves = f"Lloyd ({_iterations(est.n_iter_)}) and single-sample moves {end},"
+    assert moves in last
     assert f"inertia {est.inertia_:.6g}" in last
     assert f"certified {est.certified_}" in last
 

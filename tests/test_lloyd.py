@@ -491,7 +491,7 @@ def test_polish_accepts_the_moves_of_the_plain_search(
         X, w, init, offset, x_sq, single_moves=single_moves, hopeless=hopeless
     )
     rows = MemoryRows(X, w, offset, x_sq)
-    centers, inertia, moves, _, _, _ = polish(rows, init, single_moves=single_moves)
+    centers, inertia, moves, *_ = polish(rows, init, single_moves=single_moves)
     assert moves == ref[2]
     np.testing.assert_allclose(centers, ref[0], rtol=1e-10, atol=1e-10)
     assert inertia == pytest.approx(ref[1], rel=1e-12)
