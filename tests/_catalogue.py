@@ -3555,16 +3555,10 @@ FAMILIES = {
 }
 
 # Wrong today, and why: ``tests/test_catalogue.py`` expects them to fail.
-KNOWN_FAILURES = {
-    f"offsets: {fit} float32 +1e+03 on {direction}": (
-        "certified_ is False where the fit of the rows at 0 is certified: the "
-        "single-move condition of the certificate is checked on the rows as "
-        "given, near 1e3, where the float32 rounding of the centres it admits "
-        "exceeds the smallest gain of a move (on the rows centred, it holds)"
-    )
-    for fit in ("AnnealedRBFKMeans", "AnnealedRBFKMeans('auto')")
-    for direction in OFFSET_DIRECTIONS
-}
+# (float32 rows offset by 1e3 were uncertified where the rows at 0 are: the
+# certificate's single-move condition took the centres to be 64 ulps from
+# their means; it now measures the distance.)
+KNOWN_FAILURES = {}
 
 
 def catalogue(families=None, tiers=TIERS):
