@@ -38,7 +38,7 @@ from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils import check_array
 from sklearn.utils.extmath import row_norms
 
-from ._engine.blocks import centred_rows
+from ._engine.blocks import augmented_rows, centred_rows
 from ._engine.passes import (
     column_mean_variance,
     data_offset,
@@ -59,6 +59,10 @@ from ._validation import check_sample_weight
 
 # The mean is far from the origin beyond 2^10 standard deviations.
 _FAR = 2.0**20
+
+# Rows in memory keep one augmented copy for the statistics passes up to this
+# many bytes (``MemoryRows.augmented``).
+AUGMENTED_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +92,10 @@ class MemoryRows:
         # activation, *, prior=None, inertia=True)``: the engine's, bound to
         # their arrays (a ``PassResult``: ``N``, ``S`` centred on ``offset``,
         # the hard inertia).
-        stats = partial(statistics, self.X, self.w, offset=self.offset, x_sq=self.x_sq)
+        stats = partial(
+            statistics, self.X, self.w, offset=self.offset, x_sq=self.x_sq,
+            augmented=self.augmented,
+        )  # fmt: skip
         object.__setattr__(self, "stats", stats)
 
     def centred(self):
@@ -97,6 +104,23 @@ class MemoryRows:
             centred = np.asarray(self.X - self.offset, dtype=self.X.dtype)
             self._cache["centred"] = centred
         return self._cache["centred"]
+
+    def augmented(self, dtype):
+        """Dense ``X - offset`` with a column of ones in ``dtype``, made once.
+
+        The rows of every ``augmented_block`` at once, for the statistics
+        passes (the annealing makes hundreds): None for sparse rows, or
+        beyond ``AUGMENTED_BYTES``.
+        """
+        n, d = self.X.shape
+        size = n * (d + 1) * np.dtype(dtype).itemsize
+        if sp.issparse(self.X) or size > AUGMENTED_BYTES:
+            return None
+        key = ("augmented", np.dtype(dtype).str)
+        if key not in self._cache:
+            out = np.empty((n, d + 1), dtype=dtype)
+            self._cache[key] = augmented_rows(self.X, self.offset, out)
+        return self._cache[key]
 
     def labels(self, centers):
         """Nearest centre of every row (int32)."""

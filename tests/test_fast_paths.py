@@ -445,3 +445,38 @@ def test_assignment_sums_match_explicit_sums(
             S[j], expected, rtol=1e-9, atol=1e-9 * np.abs(Xc).sum()
         )
     assert N.dtype == S.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sigma", [0.3, 3.0, 30.0])
+def test_statistics_from_the_rows_augmented_copy_are_the_same_bits(
+    dtype, sigma, monkeypatch, global_random_seed
+):
+    # Check that the scaled-softmax pass gives the same sums to the bit from
+    # the rows' augmented copy (made once, MemoryRows.augmented) as from
+    # blocks made pass by pass, at widths where the blocks take the sparse
+    # and the dense route (which multiplies the rows by the weights: into a
+    # buffer, so that the copy stays as it was), over several blocks; and
+    # that sparse rows or rows beyond AUGMENTED_BYTES have no copy.
+    from skrbfkmeans import _rows
+    from skrbfkmeans._engine import blocks
+
+    monkeypatch.setattr(blocks, "_TARGET_BLOCK_BYTES", 1 << 12)
+    rng = np.random.default_rng(global_random_seed)
+    X = (rng.standard_normal((700, 4)) * 3 + 20).astype(dtype)
+    C = X[rng.choice(700, 6, replace=False)]
+    w = rng.uniform(0.5, 2.0, 700)
+    rows = _rows.MemoryRows(X, w, data_offset(X, w))
+    plain = statistics(X, w, C, sigma, "softmax", rows.offset, rows.x_sq)
+    copy = rows.augmented(C.dtype).copy()
+    for _ in range(2):  # the second pass reads the copy the first one left
+        res = rows.stats(C, sigma, "softmax")
+        np.testing.assert_array_equal(res.N, plain.N)
+        np.testing.assert_array_equal(res.S, plain.S)
+        assert res.inertia == plain.inertia
+    np.testing.assert_array_equal(rows.augmented(C.dtype), copy)
+    expected = np.hstack([X - rows.offset, np.ones((700, 1))]).astype(C.dtype)
+    np.testing.assert_array_equal(copy, expected)
+    assert _rows.MemoryRows(sp.csr_matrix(X), w, rows.offset).augmented(X.dtype) is None
+    monkeypatch.setattr(_rows, "AUGMENTED_BYTES", 1000)
+    assert _rows.MemoryRows(X, w, rows.offset).augmented(X.dtype) is None

@@ -14,7 +14,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blas import matmul
-from .blocks import far_cut, softmax_weights
+from .blocks import far_cut, pooled_empty, softmax_weights
 from .partition import block_rows, row_blocks
 
 # Up to this fraction of near scores a block is gathered (sparse route).
@@ -24,9 +24,9 @@ _SPARSE_EXP_DENSITY = 0.4
 def softmax_stats(Xb, wb, Z, z_max, scaled, buf):
     """``N`` and ``S`` of a block from its scaled softmax scores (float64).
 
-    ``Xb`` holds the block's centred rows (CSR) or its ``augmented_block``,
-    ``Z`` and ``z_max`` its scores and their row maxima (``scaled_scores``
-    against ``scaled``); both are spoilt.
+    ``Xb`` holds the block's centred rows (CSR) or its ``augmented_block``
+    (left as it is), ``Z`` and ``z_max`` its scores and their row maxima
+    (``scaled_scores`` against ``scaled``); both are spoilt.
 
     One ``exp`` per *near* score (within ``log(2 k / eps)`` of the row's
     maximum; the others weigh less than half an ulp of the row sum). When
@@ -58,8 +58,9 @@ def softmax_stats(Xb, wb, Z, z_max, scaled, buf):
         P *= v[:, None]
         S += (Xb.T @ P).T
     else:
-        Xb *= v[:, None]
-        _add_augmented(matmul(P.T, Xb), N, S)
+        # Into a buffer: ``Xb`` may be the rows' own augmented copy.
+        Xv = np.multiply(Xb, v[:, None], out=pooled_empty("Xv", Xb.shape, Xb.dtype))
+        _add_augmented(matmul(P.T, Xv), N, S)
     return N, S
 
 

@@ -213,10 +213,14 @@ def augmented_block(X, sl, offset, buf):
     against weighted rows one product gives ``S`` and ``N`` together.
     """
     b = sl.stop - sl.start
-    Xa = buf.Xa[:b]
-    np.subtract(X[sl], offset, out=Xa[:, :-1])
-    Xa[:, -1] = 1.0
-    return Xa
+    return augmented_rows(X[sl], offset, buf.Xa[:b])
+
+
+def augmented_rows(X, offset, out):
+    """``X - offset`` with a column of ones, into ``out`` (``augmented_block``)."""
+    np.subtract(X, offset, out=out[:, :-1])
+    out[:, -1] = 1.0
+    return out
 
 
 class PreparedCenters:

@@ -215,12 +215,16 @@ def statistics(
     prior=None,
     inertia=True,
     route="auto",
+    augmented=None,
 ):
     """Return the E-step's sums ``N``, ``S`` and the hard inertia, in one pass.
 
     ``prior`` (softmax only) gives mass-constrained responsibilities;
     ``inertia=False`` skips the inertia (reported as 0.0). ``route="auto"``
     takes ``statistics_route``'s route, ``"general"`` the general one.
+    ``augmented(dtype)`` (None: none) returns dense ``X`` centred, with a
+    column of ones, made once for passes that repeat (or None): the
+    scaled-softmax route reads its blocks instead of making each again.
     Returns a ``PassResult``.
     """
     if route == "auto":
@@ -231,7 +235,10 @@ def statistics(
     plan = BlockPlan(X, centers, offset, activation)
     sums = _Sums(n_clusters, X.shape[1], stats=True)
     if route == "scaled-softmax":
-        block = _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia)
+        rows = None if augmented is None else augmented(dtype)
+        block = _scaled_softmax_block(
+            plan, sample_weight, x_sq, T, log_prior, inertia, rows
+        )
         # None where scaled scores could overflow: the general route then.
         if block is not None:
             return sums.reduce(plan.map(block, distances=False))
@@ -255,8 +262,11 @@ def statistics(
     return sums.reduce(plan.map(block))
 
 
-def _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia):
+def _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia, rows):
     """Return the block function of the "scaled-softmax" route, or None.
+
+    ``rows`` (None: made block by block) are the ``augmented_block`` rows
+    of every block at once.
 
     None where the scaled scores could overflow (``sigma`` near 1e-300 of
     the data's scale: ``ScaledCenters.usable``). Dense rows carry a column
@@ -274,6 +284,8 @@ def _scaled_softmax_block(plan, sample_weight, x_sq, T, log_prior, inertia):
     def block(sl, buf):
         if sparse:
             Xb = centred_block(X, sl, offset, buf)
+        elif rows is not None:
+            Xb = rows[sl]
         else:
             Xb = augmented_block(X, sl, offset, buf)
         wb = sample_weight[sl]
