@@ -87,7 +87,8 @@ class CheckPart(NamedTuple):
     rounding bound); ``N`` and ``S`` the weight and weighted sum of the rows
     nearest each centre; ``n_samples`` the rows seen; ``moves`` whether
     condition 3 held (``None``: not asked, or not decided under weight
-    bounds, which decide only a pass).
+    bounds, which decide only a pass); ``A`` the weighted sums of the rows'
+    absolute values (what bounds the rounding of ``S``).
     """
 
     margin: float
@@ -95,6 +96,7 @@ class CheckPart(NamedTuple):
     S: np.ndarray
     n_samples: int
     moves: object
+    A: np.ndarray
 
 
 def _explicit_distances(Xb, centers):
@@ -347,6 +349,7 @@ def check_block(X, sample_weight, centers, weights=None, shift=None, guess=None)
     margin = np.inf
     N = np.zeros(n_clusters)
     S = np.zeros((n_clusters, n_features))
+    A = np.zeros((n_clusters, n_features))
     moves, lone_seen = weights is not None, False
     geometry = _Geometry(C, safety) if n_clusters > 1 else None
     work = None
@@ -392,14 +395,16 @@ def check_block(X, sample_weight, centers, weights=None, shift=None, guess=None)
                 margin = min(margin, found)
                 labels[pick] = near
                 start, size = start + size, 2 * size
-        S += sp.csr_matrix((w, (labels, rows)), shape=(n_clusters, labels.size)) @ Xb
+        M = sp.csr_matrix((w, (labels, rows)), shape=(n_clusters, labels.size))
+        S += M @ Xb
+        A += M @ np.abs(Xb)
         N += np.bincount(labels, weights=w, minlength=n_clusters)
     if weights is None:
         moves = None
     elif weights[0] is not weights[1]:
         # Under bounds only a pass decides, and a lone row never does.
         moves = True if moves and not lone_seen else None
-    return CheckPart(margin, N, S, n_samples, moves)
+    return CheckPart(margin, N, S, n_samples, moves, A)
 
 
 def combine_blocks(*parts):
@@ -419,6 +424,7 @@ def combine_blocks(*parts):
         sum(p.S for p in parts),
         sum(p.n_samples for p in parts),
         verdict,
+        sum(p.A for p in parts),
     )
 
 
@@ -435,10 +441,10 @@ def fixed_point_test(parts, centers):
     the depth of the sums), and the centres' own dtype's rounding. ``shift``
     bounds the distance between a centre and its cluster's exact mean: the
     largest distance measured to the computed mean, plus the rounding of
-    that mean (float64 sums: a few ulps of the magnitude times their depth).
-    It is never above the distance the test admits (its per-coordinate
-    bound times ``sqrt(n_features)``): centres in float32 far from the
-    origin sit within an ulp of their means, where the test admits 64.
+    that mean (``_mean_rounding``), or the distance the test admits (its
+    per-coordinate bound times ``sqrt(n_features)``) where that is smaller:
+    centres in float32 far from the origin sit within an ulp of their
+    means, where the test admits 64.
     """
     C = np.asarray(centers, dtype=np.float64)
     alive = parts.N > 0
@@ -446,12 +452,29 @@ def fixed_point_test(parts, centers):
     magnitude = np.abs(means).max(initial=0.0) + np.abs(C[alive]).max(initial=0.0)
     tol = _fixed_tolerance(centers, parts.n_samples)
     fixed = bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
-    root_d = np.sqrt(C.shape[1])
+    admitted = tol * magnitude * np.sqrt(C.shape[1])
     if not fixed:
-        return parts.margin, False, tol * magnitude * root_d
-    measured = np.sqrt(np.max(np.sum((means - C[alive]) ** 2, axis=1), initial=0.0))
-    rounding = _fixed_tolerance(np.empty(0), parts.n_samples) * magnitude * root_d
-    return parts.margin, True, min(measured + rounding, tol * magnitude * root_d)
+        return parts.margin, False, admitted
+    apart = np.sqrt(np.sum((means - C[alive]) ** 2, axis=1))
+    bound = apart + _mean_rounding(parts, alive, means)
+    return parts.margin, True, min(float(bound.max(initial=0.0)), admitted)
+
+
+def _mean_rounding(parts, alive, means):
+    """Bound the distance between each computed mean ``S / N`` and the exact one.
+
+    The sums add at most ``m = n_samples`` rounded products each (and the
+    blocks' partial sums, fewer): each coordinate of ``S`` is within ``m
+    eps`` of ``A``, the sum of the terms' absolute values, and ``N`` within
+    ``m eps`` of itself (weights are not negative), so the mean is within
+    ``2 m eps A / N`` plus its own rounding; doubled for the second-order
+    terms. Per cluster, the Euclidean norm of the coordinates' bounds.
+    """
+    eps = np.finfo(np.float64).eps
+    m = parts.n_samples + 2
+    per_coordinate = 4.0 * m * eps * parts.A[alive] / parts.N[alive, None]
+    per_coordinate += 2.0 * eps * np.abs(means)
+    return np.sqrt(np.sum(per_coordinate**2, axis=1))
 
 
 def shift_bound(centers, n_samples):

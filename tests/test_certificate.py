@@ -335,3 +335,46 @@ def test_float32_means_far_from_the_origin_are_judged_at_their_rounding(offset):
             judged += 1
             assert stable, (seed, float(smallest))
     assert judged >= 6
+
+
+@pytest.mark.parametrize("spread", [1.0, 1e8])
+def test_mean_rounding_bounds_the_computed_means_error(spread, global_random_seed):
+    # Check _mean_rounding against exact means (Fractions): columns whose
+    # rows cancel in pairs (+-spread around a mean near 0, where a bound
+    # scaled by the means' magnitude is too small), with weights, in the
+    # certificate's blocks; the computed mean of every cluster is within
+    # the bound of its exact mean.
+    import math
+
+    from skrbfkmeans._certificate import _mean_rounding, check_block
+
+    rng = np.random.default_rng(global_random_seed)
+    n = 3000
+    X = rng.normal(size=(n, 2))
+    X[:, 0] += np.where(np.arange(n) < n // 2, -30.0, 30.0)
+    X[:, 1] += np.where(np.arange(n) % 2 == 0, spread, -spread)  # they cancel
+    w = np.repeat(rng.uniform(0.1, 3.0, n // 2), 2)  # pairs cancel
+    centers = np.array([[-30.0, 0.0], [30.0, 0.0]])
+    parts = check_block(X, w, centers, guess=(X[:, 0] > 0).astype(np.intp))
+    alive = parts.N > 0
+    means = parts.S[alive] / parts.N[alive, None]
+    bound = _mean_rounding(parts, alive, means)
+    labels = np.argmin(((X[:, None, :] - centers[None]) ** 2).sum(2), axis=1)
+    worst = 0.0
+    for j in range(2):
+        rows = labels == j
+        weights = [Fraction(float(v)) for v in w[rows]]
+        mass = sum(weights)
+        exact = [
+            sum(a * Fraction(float(x)) for a, x in zip(weights, X[rows, f])) / mass
+            for f in range(2)
+        ]
+        error = math.hypot(
+            *(float(Fraction(float(m)) - e) for m, e in zip(means[j], exact))
+        )
+        assert error <= bound[j], (j, error, bound[j])
+        worst = max(worst, error)
+    # The hard case is hard: beyond a bound scaled by the means' magnitude
+    # (64 ulps times the sums' depth, as condition 2 admits).
+    scaled = 64 * np.finfo(float).eps * np.log2(n + 2) * (np.abs(means).max() + 30)
+    assert (worst > scaled * np.sqrt(2)) == (spread > 1)
