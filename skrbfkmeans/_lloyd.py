@@ -178,7 +178,7 @@ class IncrementalLloyd:
         X, offset = rows.X, rows.offset
         n, k = X.shape[0], self.centers.shape[0]
         own_moved = None
-        if n * k >= SMALL_PASS:
+        if not self._full_passes():
             own_moved = np.flatnonzero(np.isin(self.labels, moved))
         if own_moved is None or (
             own_moved.size * k + n * moved.size > FULL_PASS_SHARE * n * k
@@ -262,9 +262,8 @@ class IncrementalLloyd:
         return n_iter, False
 
     def _full_passes(self):
-        """Whether every step is a full pass (small data, no bounds)."""
-        rows = self.rows
-        return self.bounds is None and rows.X.shape[0] * self.N.shape[0] < SMALL_PASS
+        """Whether every step is a full pass (small data, no bounds: ``assign``)."""
+        return self.bounds is None and self.labels.size * self.N.size < SMALL_PASS
 
     def _bounded_step(self, shift):
         """Relabel only the rows whose bounds allow a change.
