@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _rbf_oracle import dense64, distortion, responsibilities, sq_distances
-from numpy.testing import assert_allclose
+from numpy.testing import assert_allclose, assert_array_equal
 from scipy.special import softmax
 
+from skrbfkmeans._engine import block_stats
 from skrbfkmeans._engine.blocks import PreparedCenters, ScaledCenters, temperature
 from skrbfkmeans._engine.passes import (
     data_offset,
@@ -346,16 +347,19 @@ def test_hard_blocks_taken_only_when_every_row_is_one_hot(monkeypatch):
 @pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
 @pytest.mark.parametrize("d", [3, 20], ids=lambda d: f"d{d}")
 @pytest.mark.parametrize("sigma", [0.05, 1.0, 30.0])
-def test_second_moments_match_explicit_sums(d, sigma, sparse, global_random_seed):
+@pytest.mark.parametrize("k", [5, 60], ids=lambda k: f"k{k}")
+def test_second_moments_match_explicit_sums(d, sigma, sparse, k, global_random_seed):
     # Check M_j = sum_i w_i r_ij x_i x_i^T (centred coordinates) against the
     # explicit sum over the oracle's responsibilities, for the outer-product
-    # route (few features) and the per-centre route (16 features and more),
-    # with one-hot, mixed and dense rows.
+    # route (few features) and the gathered routes (16 features and more:
+    # one GEMM per centre with 5 centres, one sparse product with 60 centres
+    # of about 5 rows each at the small widths), with one-hot, mixed and
+    # dense rows.
     rng = np.random.default_rng(global_random_seed)
-    C = 3.0 * rng.standard_normal((5, d))
-    X = C[rng.integers(0, 5, 300)] + rng.standard_normal((300, d))
+    C = 3.0 * rng.standard_normal((k, d))
+    X = C[rng.integers(0, k, 300)] + rng.standard_normal((300, d))
     w = rng.uniform(0.5, 2.0, 300)
-    prior = rng.dirichlet(np.ones(5))
+    prior = rng.dirichlet(np.ones(k))
     offset = data_offset(X, w)
     Xin = sp.csr_matrix(X) if sparse else X
     if sparse:
@@ -368,6 +372,38 @@ def test_second_moments_match_explicit_sums(d, sigma, sparse, global_random_seed
     expected = np.einsum("ij,ia,ib->jab", R * w[:, None], Y, Y)
     scale = float(np.abs(expected).max())
     assert_allclose(res.moments, expected, rtol=1e-10, atol=1e-12 * scale)
+
+
+@pytest.mark.parametrize("route", ["per-centre", "sparse product"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_gathered_moments_routes(route, dtype, monkeypatch, global_random_seed):
+    # Both gathered routes against the explicit sum, on responsibilities with
+    # one-hot rows, rows shared by a few centres, a centre of no weight,
+    # exact zeros next to subnormal weights and a zero-weight row.
+    rng = np.random.default_rng(global_random_seed)
+    n, k, d = 200, 12, 17
+    R = np.zeros((n, k), dtype=dtype)
+    R[np.arange(n), rng.integers(0, k - 1, n)] = 1.0
+    shared = rng.random((n, k)) < 0.1
+    R[shared] = rng.random(np.count_nonzero(shared))
+    R[:, k - 1] = 0.0
+    R[:5, 0] = np.finfo(dtype).smallest_subnormal
+    R /= R.sum(axis=1, keepdims=True)
+    w = rng.uniform(0.0, 2.0, n)
+    w[7] = 0.0
+    X = rng.standard_normal((n, d)).astype(dtype) * 10.0 ** rng.integers(-3, 4, d)
+    R_in, X_in, w_in = R.copy(), X.copy(), w.copy()
+    threshold = 0 if route == "per-centre" else np.inf
+    monkeypatch.setattr(block_stats, "_SPARSE_PER_CENTRE", threshold)
+    M = np.zeros((k, d, d))
+    block_stats.accumulate_moments(M, X, w, R)
+    X64 = X.astype(np.float64)
+    expected = np.einsum("ij,ia,ib->jab", R.astype(np.float64) * w[:, None], X64, X64)
+    scale = np.abs(expected).max(axis=(1, 2), keepdims=True) + 1e-300
+    assert_allclose(M / scale, expected / scale, rtol=0, atol=1e-12)
+    assert not M[k - 1].any()
+    for before, after in [(R_in, R), (X_in, X), (w_in, w)]:
+        assert_array_equal(before, after)
 
 
 @pytest.mark.parametrize(
