@@ -203,9 +203,47 @@ def test_range_error_names_all_the_data():
 
 def test_one_convergence_warning():
     # Check that a final phase stopped by max_iter warns once (the sample's
-    # own warning is the fit's).
+    # own warning is the fit's): EM at a fixed final width on every row.
     X, _ = make_blobs(N_ROWS, centers=25, cluster_std=1.2, random_state=0)
     with pytest.warns(ConvergenceWarning) as record:
-        km = AnnealedRBFKMeans(n_clusters=25, max_iter=2).fit(X)
+        km = AnnealedRBFKMeans(n_clusters=25, max_iter=2, sigma_end=0.3).fit(X)
     assert not km.converged_
     assert sum(issubclass(r.category, ConvergenceWarning) for r in record) == 1
+
+
+def _best_single_move(X, labels, k):
+    """The most any one sample's move to another cluster lowers the distortion.
+
+    Hartigan's exact change ``N_b/(N_b+1) d_b - N_a/(N_a-1) d_a`` (unit
+    weights) by explicit float64 differences, and the distortion's scale.
+    """
+    N = np.bincount(labels, minlength=k).astype(float)
+    mu = np.array([X[labels == j].mean(axis=0) for j in range(k)])
+    d = ((X[:, None, :] - mu[None, :, :]) ** 2).sum(axis=2)
+    own = np.arange(X.shape[0]), labels
+    with np.errstate(divide="ignore"):
+        leave = np.where(N[labels] > 1, N[labels] / (N[labels] - 1), np.inf)
+    change = N / (N + 1) * d - (leave * d[own])[:, None]
+    change[own] = np.inf
+    return -change.min(), d[own].sum()
+
+
+def test_moves_on_every_row_reach_their_fixed_point(monkeypatch):
+    # Check that the finish on every row after a sample's fit ends where no
+    # single sample's move gains (by Hartigan's exact change, explicit
+    # float64 differences), certified, even where max_iter is far below the
+    # passes the moves need: they make at least MIN_MOVE_PASSES.
+    from skrbfkmeans import _finish
+
+    X, _ = make_blobs(N_ROWS, centers=25, cluster_std=1.2, random_state=0)
+    km = AnnealedRBFKMeans(n_clusters=25, max_iter=2).fit(X)
+    assert km.converged_ and km.certified_
+    gain, scale = _best_single_move(X, km.labels_, 25)
+    assert gain <= 1e-12 * scale
+    # Here the moves need more than 2 passes: capped at max_iter, they stop
+    # short and the fit says so.
+    monkeypatch.setattr(_finish, "MIN_MOVE_PASSES", 0)
+    with pytest.warns(ConvergenceWarning):
+        capped = AnnealedRBFKMeans(n_clusters=25, max_iter=2).fit(X)
+    assert not capped.converged_ and not capped.certified_
+    assert _best_single_move(X, capped.labels_, 25)[0] > 1e-6 * scale
