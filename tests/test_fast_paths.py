@@ -15,7 +15,7 @@ import pytest
 import scipy.sparse as sp
 from _rbf_oracle import dense64, distortion, responsibilities, sq_distances
 from numpy.testing import assert_allclose, assert_array_equal
-from scipy.special import softmax
+from scipy.special import logsumexp, softmax
 
 from skrbfkmeans._engine import block_stats
 from skrbfkmeans._engine.blocks import PreparedCenters, ScaledCenters, temperature
@@ -516,3 +516,75 @@ def test_statistics_from_the_rows_augmented_copy_are_the_same_bits(
     assert _rows.MemoryRows(sp.csr_matrix(X), w, rows.offset).augmented(X.dtype) is None
     monkeypatch.setattr(_rows, "AUGMENTED_BYTES", 1000)
     assert _rows.MemoryRows(X, w, rows.offset).augmented(X.dtype) is None
+
+
+def _softmax_oracle(X, w, C, sigma, prior, offset):
+    """Free energy, N, S and second moments of softmax with a prior, explicitly.
+
+    ``F_i = -T log sum_j p_j exp(-d_ij / T)`` by scipy's logsumexp, the
+    responsibilities by its softmax; S and the moments about ``offset``.
+    """
+    d = sq_distances(X, C)
+    T = 2.0 * sigma**2
+    with np.errstate(divide="ignore"):
+        scores = -d / T + np.log(prior)
+    F = -T * logsumexp(scores, axis=1)
+    WR = softmax(scores, axis=1) * w[:, None]
+    Y = dense64(X) - offset
+    M = np.einsum("ij,ia,ib->jab", WR, Y, Y)
+    return float(w @ F), WR.sum(axis=0), WR.T @ Y, M
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+@pytest.mark.parametrize("prior_kind", ["uniform", "spread", "dead"])
+def test_gathered_softmax_energy_matches_oracle(
+    prior_kind, sparse, dtype, monkeypatch, global_random_seed
+):
+    # Check the free energy, N, S and second moments of a pass whose blocks
+    # take the gathered softmax route (most scores far below their row's
+    # largest: 40 tight clusters) against explicit float64 sums (scipy's
+    # logsumexp and softmax): without a prior; with one spread over twelve
+    # orders of magnitude, where rows sit at a centre of tiny mass next to a
+    # heavy one (the heavy one's score is near at a gap where, with equal
+    # masses, it would be far). With groups of zero mass, which could be a
+    # row's nearest, no gap is safe: the general route must run.
+    from skrbfkmeans._engine import passes
+
+    rng = np.random.default_rng(global_random_seed)
+    k, d = 40, 3
+    C = 20.0 * rng.standard_normal((k, d))
+    X = C[rng.integers(0, k, 600)] + 0.3 * rng.standard_normal((600, d))
+    prior = np.full(k, 1.0 / k)
+    if prior_kind == "spread":
+        prior = 10.0 ** rng.uniform(-12, 0, k)
+        prior[0], prior[1] = 1e-12, 1.0
+        C[1] = C[0] + [12.0, 0.0, 0.0]
+        X[:20] = C[0] + 0.05 * rng.standard_normal((20, d))
+    elif prior_kind == "dead":
+        # Five groups of no mass, away from the rows.
+        C = np.vstack([C, 200.0 + rng.standard_normal((5, d))])
+        prior = np.concatenate([rng.uniform(0.5, 1.0, k), np.zeros(5)])
+    prior = prior / prior.sum()
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    X, C = X.astype(dtype), C.astype(dtype)
+    Xin = sp.csr_matrix(X) if sparse else X
+    offset = np.zeros(d) if sparse else data_offset(X, w)
+    x_sq = squared_norms(Xin, offset)
+    sigma = 1.0
+    original, taken = passes._Near, []
+
+    def spy(*args):
+        taken.append(True)
+        return original(*args)
+
+    monkeypatch.setattr(passes, "_Near", spy)
+    given = None if prior_kind == "uniform" else prior
+    res = free_energy_moments(Xin, w, C, sigma, "softmax", offset, x_sq, prior=given)
+    assert bool(taken) == (prior_kind != "dead")
+    F, N, S, M = _softmax_oracle(X, w, C, sigma, prior, offset)
+    rtol = 1e-5 if dtype == np.float32 else 1e-10
+    assert_allclose(res.objective, F, rtol=rtol)
+    assert_allclose(res.N, N, rtol=rtol, atol=rtol * w.sum() / N.size)
+    assert_allclose(res.S, S, rtol=rtol, atol=rtol * np.abs(S).max())
+    assert_allclose(res.moments, M, rtol=rtol, atol=rtol * np.abs(M).max())

@@ -129,8 +129,7 @@ def accumulate_moments(M, Xb, wb, R):
     its time there), all centres' ``Y_j^T Y_j`` come from one sparse
     product.
     """
-    k, d = M.shape[0], M.shape[1]
-    b = Xb.shape[0]
+    d, b = M.shape[1], Xb.shape[0]
     if d < _MOMENTS_GATHER_D:
         for sl in row_blocks(b, block_rows(b, d * d, _OUTER_BLOCK_ELEMENTS)):
             xs = Xb[sl].toarray() if sp.issparse(Xb) else Xb[sl]
@@ -142,10 +141,51 @@ def accumulate_moments(M, Xb, wb, R):
     Xd = Xb.toarray() if sp.issparse(Xb) else Xb
     Xd = Xd.astype(np.float64, copy=False)
     WR = np.multiply(R, wb[:, None], dtype=np.float64)
-    # The non-zero weights in centre-major order: centre j's rows, ascending,
-    # are rows[bounds[j]:bounds[j + 1]].
+    # The non-zero weights in centre-major order.
     centre, rows = np.divmod(np.flatnonzero(np.not_equal(WR, 0.0).T), b)
-    scale = np.sqrt(WR[rows, centre])
+    _gathered_moments(M, Xd, rows, centre, WR[rows, centre])
+
+
+def sparse_moments(M, Xb, rows, cols, vals):
+    """``M_j += sum v x_i x_i^T`` over the triplets ``(i, j, v)``, in float64.
+
+    The triplets are a block's non-zero weights ``w_i r_ij`` in row-major
+    order (``rows`` ascending). Few features: the outer products of a row
+    sub-block times the sparse ``k x b'`` weights; from 16 features on, the
+    gathered routes of ``accumulate_moments``.
+    """
+    k, d = M.shape[0], M.shape[1]
+    b = Xb.shape[0]
+    if d >= _MOMENTS_GATHER_D:
+        Xd = Xb.toarray() if sp.issparse(Xb) else Xb
+        order = np.argsort(cols, kind="stable")
+        _gathered_moments(
+            M, Xd.astype(np.float64, copy=False), rows[order], cols[order], vals[order]
+        )
+        return
+    indptr = np.searchsorted(rows, np.arange(b + 1))
+    Mf = M.reshape(k, d * d)
+    for sl in row_blocks(b, block_rows(b, d * d, _OUTER_BLOCK_ELEMENTS)):
+        xs = Xb[sl].toarray() if sp.issparse(Xb) else Xb[sl]
+        xs = xs.astype(np.float64, copy=False)
+        outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
+        lo, hi = indptr[sl.start], indptr[sl.stop]
+        P = sp.csc_array(
+            (vals[lo:hi], cols[lo:hi], indptr[sl.start : sl.stop + 1] - lo),
+            shape=(k, xs.shape[0]),
+        )
+        Mf += P @ outer
+
+
+def _gathered_moments(M, Xd, rows, centre, vals):
+    """``M_j += Y_j^T Y_j``, ``Y_j`` the rows of centre ``j`` scaled by ``sqrt(v)``.
+
+    The triplets ``(rows, centre, vals)`` are in centre-major order, rows
+    ascending within a centre. One GEMM per centre; or, where the block
+    holds many centres with few rows each, one sparse product for all.
+    """
+    k, d = M.shape[0], M.shape[1]
+    scale = np.sqrt(vals)
     bounds = np.searchsorted(centre, np.arange(k + 1))
     active = np.flatnonzero(np.diff(bounds))
     if rows.size * d * d < _SPARSE_PER_CENTRE * active.size:

@@ -37,7 +37,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from .blas import matmul
-from .block_stats import accumulate_moments, hard_stats, softmax_stats
+from .block_stats import (
+    accumulate_moments,
+    hard_stats,
+    softmax_stats,
+    sparse_moments,
+)
 from .blocks import (
     SWEEP_BLOCK_BYTES,
     BlockPlan,
@@ -46,6 +51,7 @@ from .blocks import (
     block_responsibilities,
     centred_block,
     centred_rows,
+    far_cut,
     pooled_empty,
     runner_up,
     scaled_scores,
@@ -341,10 +347,21 @@ def _energy_plan(
     T, inv_T = temperature(sigma, dtype)
     _, weights, bias = _prior_terms(prior, n_clusters, T, dtype)
 
+    # Beyond this gap from a row's nearest centre a softmax score weighs
+    # nothing: ``far_cut`` below the row's largest, whatever the prior.
+    near_gap = _near_gap(weights, n_clusters, T)
+
     def block(sl, Xb, E, closest, e_closest, buf):
         wb, b = sample_weight[sl], E.shape[0]
         d_min, D, d_mean = _gaps(x_sq[sl], E, e_closest, weights, buf)
         if activation == "softmax":
+            near = np.less_equal(D, near_gap, out=buf.near[:b])
+            if np.count_nonzero(near) <= _SPARSE_ENERGY_DENSITY * near.size:
+                near = _Near(near, D, inv_T, weights, wb)
+                energy = _energy(wb, near.energy(d_min, T), d_min, d_mean)
+                if not moments:
+                    return _Part(float(matmul(wb, d_min)), energy)
+                return _Part(float(matmul(wb, d_min)), energy, *near.sums(Xb))
             F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
             if moments:
                 # The objective's expm1 already holds exp(-D / T) - 1: the
@@ -366,6 +383,71 @@ def _energy_plan(
         return _Part(inertia, energy, *_block_sums(Xb, wb, R), M)
 
     return BlockPlan(X, centers, offset, activation, SWEEP_BLOCK_BYTES), block
+
+
+# Up to this fraction of near scores, a softmax block of the free energy
+# takes the gathered route (``_Near``).
+_SPARSE_ENERGY_DENSITY = 0.25
+
+
+def _near_gap(weights, n_clusters, T):
+    """Return the gap ``D = d - d_min`` beyond which a score is far (``_Near``).
+
+    The row's largest weight is at least its nearest centre's, ``p_c``; a
+    score ``D_ij > (cut + log(p_max / p_min)) T`` weighs ``p_j exp(-D_ij /
+    T) < p_min exp(-cut) <= p_c exp(-cut)``. A zero weight (a group of no
+    mass) could be a row's nearest: then no gap is safe (``inf``); nor
+    does one beyond the dtype's range leave a score far.
+    """
+    if not weights.min() > 0:
+        return np.inf
+    spread = float(np.log(weights.max() / weights.min()))
+    gap = (far_cut(n_clusters, weights.dtype) + spread) * T
+    return gap if gap < float(np.finfo(weights.dtype).max) else np.inf
+
+
+class _Near:
+    """A softmax block's near scores, gathered: its free energy and sums.
+
+    At low temperature most of a row's scores are *far*: beyond
+    ``_near_gap`` from its nearest centre, so that together they weigh
+    less than half an ulp of the row's sum. The general route
+    exponentiates every score; here only the near ones are, as triplets
+    ``(row, centre, value)`` in row-major order, and the sums are sparse
+    products. Per row, with ``s = sum_near p_j exp(-D_j / T)`` (the far
+    terms are below its rounding), the free energy is ``d_min - T log s``,
+    to within ``T eps`` (the general route's ``log1p`` is exact to a few
+    ulps of ``T (1 - s)``, which matters where every score is near, at high
+    temperature: that route runs there), and the responsibilities are ``p_j
+    exp(-D_j / T) / s``, far ones exactly 0.
+    """
+
+    def __init__(self, near, D, inv_T, weights, wb):
+        b, k = D.shape
+        idx = np.flatnonzero(near)
+        self.rows = idx // k
+        self.cols = idx - self.rows * k
+        scores = np.asarray(D.ravel()[idx] * -inv_T, dtype=np.float64)
+        with np.errstate(under="ignore"):
+            self.P = np.asarray(weights, dtype=np.float64)[self.cols] * np.exp(scores)
+        self.s = np.bincount(self.rows, weights=self.P, minlength=b)
+        self.b, self.k, self.wb = b, k, wb
+
+    def energy(self, d_min, T):
+        """Per-row free energy ``d_min - T log sum_j p_j exp(-D_j / T)``."""
+        return d_min - T * np.log(self.s)
+
+    def sums(self, Xb):
+        """``N``, ``S`` and the second moments of the block's responsibilities."""
+        rows, cols, b, k = self.rows, self.cols, self.b, self.k
+        wr = np.asarray(self.wb, dtype=np.float64)[rows] * (self.P / self.s[rows])
+        N = np.bincount(cols, weights=wr, minlength=k)
+        indptr = np.searchsorted(rows, np.arange(b + 1))
+        S = sp.csc_array((wr, cols, indptr), shape=(k, b)) @ Xb
+        S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
+        M = np.zeros((k, Xb.shape[1], Xb.shape[1]))
+        sparse_moments(M, Xb, rows, cols, wr)
+        return N, S, M
 
 
 def responsibilities(X, centers, sigma, activation, offset, x_sq, out):
