@@ -176,10 +176,11 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
         or a callable.
     max_iter : int, default=100
         Maximum number of EM iterations per stage (and of the final Lloyd
-        run, and of its passes of single-sample moves; those on every row
-        after a sample's fit, or with ``polish=False``, make up to 300
-        passes at a smaller ``max_iter``: a late pass moves a few samples
-        near the boundaries, at a small part of an iteration's cost).
+        run, and of its passes of single-sample moves). The single-sample
+        moves that end a fit without the polish (on every row after a
+        sample's fit, or with ``polish=False``) make up to ``max(max_iter,
+        300)`` passes: a late pass moves a few samples near the
+        boundaries, at a small part of an iteration's cost.
     tol : float, default=1e-4
         A stage ends when no centre moves more than ``30 tol sqrt(T)``
         (``T = 2 sigma^2``). The final Lloyd run ignores it (it runs until

@@ -109,8 +109,8 @@ class Finished(NamedTuple):
 def finish(rows, centers, *, max_iter, polish_moves=False, budget=0, total=None):
     """Lloyd to stable labels, then the moves, to a fixed point of all of them.
 
-    Without ``polish_moves``, single-sample moves (``_hartigan``, at least
-    ``MIN_MOVE_PASSES`` passes). With it,
+    Without ``polish_moves``, single-sample moves (``_hartigan``, up to
+    ``max(max_iter, MIN_MOVE_PASSES)`` passes). With it,
     the polish (split/merge moves, each ending on a Lloyd fixed point),
     which runs single-sample moves before its first pass and after every
     move it keeps, so that each pass starts where no single sample gains

@@ -357,11 +357,11 @@ def _energy_plan(
         if activation == "softmax":
             near = np.less_equal(D, near_gap, out=buf.near[:b])
             if np.count_nonzero(near) <= _SPARSE_ENERGY_DENSITY * near.size:
-                near = _Near(near, D, inv_T, weights, wb)
-                energy = _energy(wb, near.energy(d_min, T), d_min, d_mean)
+                gathered = _Near(near, D, inv_T, weights, wb)
+                energy = _energy(wb, gathered.energy(d_min, T), d_min, d_mean)
                 if not moments:
                     return _Part(float(matmul(wb, d_min)), energy)
-                return _Part(float(matmul(wb, d_min)), energy, *near.sums(Xb))
+                return _Part(float(matmul(wb, d_min)), energy, *gathered.sums(Xb))
             F, Q = _softmax_energy(D, d_min, T, inv_T, weights, buf.scratch[:b])
             if moments:
                 # The objective's expm1 already holds exp(-D / T) - 1: the
@@ -396,8 +396,9 @@ def _near_gap(weights, n_clusters, T):
     The row's largest weight is at least its nearest centre's, ``p_c``; a
     score ``D_ij > (cut + log(p_max / p_min)) T`` weighs ``p_j exp(-D_ij /
     T) < p_min exp(-cut) <= p_c exp(-cut)``. A zero weight (a group of no
-    mass) could be a row's nearest: then no gap is safe (``inf``); nor
-    does one beyond the dtype's range leave a score far.
+    mass) could be a row's nearest: then no gap is safe, and the gap is
+    ``inf`` (every score near: the general route), as it is where it would
+    leave the dtype's range.
     """
     if not weights.min() > 0:
         return np.inf
