@@ -146,3 +146,60 @@ def test_softmax_hard_fraction_is_exact_one_hot(dtype):
     expected = w @ hard / w.sum()
     assert softmax_hard_fraction(margins, T, w, dtype) == pytest.approx(expected)
     assert softmax_hard_fraction(margins, T, np.ones(5), dtype) == pytest.approx(0.6)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_one_hot_rows_step_is_the_em_step(dtype, global_random_seed):
+    # Check that the bounded EM step of the stages (rows surely one-hot add
+    # w and w x to their group without scores) gives the plain step's N, S
+    # and centres, computed independently here (explicit float64 distances
+    # and scipy's softmax with the prior), over a run of steps that moves
+    # the groups a little, jumps twelve far across the data, splits one and
+    # removes one (drop): the bounds must follow each change.
+    # The bounded route must be taken (most rows frozen after the first).
+    from skrbfkmeans._rows import MemoryRows
+    from skrbfkmeans._schedule import Groups, _OneHotRows
+
+    rng = np.random.default_rng(global_random_seed)
+    k, d = 70, 3
+    centers = 30.0 * rng.standard_normal((k, d))
+    X = centers[rng.integers(0, k, 3000)] + 0.5 * rng.standard_normal((3000, d))
+    w = rng.uniform(0.5, 2.0, X.shape[0])
+    X = X.astype(dtype)
+    offset = X.mean(axis=0).astype(np.float64)
+    rows = MemoryRows(X, w, offset)
+    groups = Groups(centers.astype(dtype), np.ones(k), np.arange(k))
+    sigma = 0.8
+    one_hot = _OneHotRows(rows, groups.centers)
+    shares = []
+    for step in range(8):
+        mass = rng.uniform(0.5, 2.0, groups.n)
+        prior = mass / mass.sum()
+        new, res = one_hot.em_step(groups.centers, sigma, prior, groups.changes)
+        shares.append(one_hot.active_share)
+        # The oracle: softmax of -d / T + log p, explicit float64.
+        C = groups.centers.astype(np.float64)
+        dist = ((X.astype(np.float64)[:, None, :] - C[None]) ** 2).sum(axis=2)
+        R = softmax(-dist / (2 * sigma**2) + np.log(prior), axis=1) * w[:, None]
+        N = R.sum(axis=0)
+        S = R.T @ (X.astype(np.float64) - offset)
+        tol = 1e-4 if dtype == np.float32 else 1e-9
+        assert_allclose(res.N, N, rtol=tol, atol=tol * w.sum())
+        assert_allclose(res.S, S, rtol=tol, atol=tol * np.abs(S).max())
+        assert_allclose(new, S / N[:, None] + offset, rtol=tol, atol=tol)
+        # The next step's groups: small moves, then the structural changes.
+        moved = new + 0.05 * rng.standard_normal(new.shape)
+        groups.centers = moved.astype(dtype)
+        if step == 2:
+            # Twelve groups jump onto others' rows: more than the groups
+            # whose distances are taken, so that the bounds' shift matters.
+            groups.centers[5:17] = groups.centers[30:42] + 0.1
+        if step == 4:
+            mu = groups.centers[10].astype(np.float64)
+            groups.split(10, mu - 0.3, mu + 0.3, sigma)
+            groups.mass = np.ones(groups.n)
+        if step == 5:
+            groups.mass = np.ones(groups.n)
+            groups.mass[20] = 0.0
+            groups.drop_light(0.5)
+    assert shares[0] == 1.0 and min(shares[1:]) < 0.2
