@@ -428,6 +428,10 @@ class Bounds:
     def _distance(self, idx, e):
         return np.sqrt(np.maximum(self.x_sq[idx] + e, 0.0))
 
+    def below(self, idx, e):
+        """Return a lower bound of rows ``idx``'s distances from partial ones ``e``."""
+        return self._distance(idx, e) - self.slack
+
     def copy(self):
         new = object.__new__(Bounds)
         new.x_sq, new.slack = self.x_sq, self.slack

@@ -22,12 +22,14 @@ import scipy.sparse as sp
 from ._engine.assign import nearest
 from ._engine.blocks import far_cut
 from ._engine.passes import (
+    PassResult,
     free_energy,
     free_energy_moments,
     labels_margins,
     m_step,
     statistics,
 )
+from ._hartigan import cluster_sums
 from ._iterations import em_fixed_sigma, em_step, stage_tolerance
 from ._lloyd import Bounds
 
@@ -215,9 +217,8 @@ class Groups:
         self.tree = tree
 
 
-BOUNDED_EM = True
-# The groups that moved most, and those new since the last step (a split's
-# children, a merge's mean), get their distances to every row.
+# The rows that the groups' shifts leave in doubt get their distances to
+# this many groups that moved most (``_OneHotRows._move``).
 _MOVERS = 8
 # Fewer groups than this take plain EM steps (``_OneHotRows.usable``).
 _MIN_GROUPS = 64
@@ -304,35 +305,24 @@ class _OneHotRows:
             one_hot = self._move(centers, changes, cut + log_p.max() - log_p, T)
         self.centers = centers.copy()
         active = np.flatnonzero(~one_hot)
-        frozen = np.flatnonzero(one_hot)
         self.active_share = active.size / max(one_hot.size, 1)
-        if frozen.size == 0:
-            res = statistics(
-                X, w, centers, sigma, "softmax", offset, rows.x_sq, prior=prior,
-                inertia=False, augmented=rows.augmented,
-            )  # fmt: skip
-            own, e_own, _, e_second = nearest(X, centers, offset, second=True)
-            self.own[:] = own
-            bounds.update(slice(None), e_own, e_second)
-            return m_step(res.N, res.S, centers, offset), res
-        N = np.bincount(self.own[frozen], weights=w[frozen], minlength=k)
-        P = sp.csr_array(
-            (np.asarray(w[frozen], dtype=np.float64), (self.own[frozen], frozen)),
-            shape=(k, X.shape[0]),
-        )
-        S = np.asarray(P @ X, dtype=np.float64) - N[:, None] * offset
+        # The one-hot rows add w and w x to their own group.
+        N, S = cluster_sums(X, w, self.own, offset, k, rows=np.flatnonzero(one_hot))
         if active.size:
-            Xa = X[active]
+            # Every row active (a first step): the rows in place, with the
+            # augmented copy the statistics pass keeps.
+            every = active.size == one_hot.size
+            sub = slice(None) if every else active
             res = statistics(
-                Xa, w[active], centers, sigma, "softmax", offset, rows.x_sq[active],
+                X[sub], w[sub], centers, sigma, "softmax", offset, rows.x_sq[sub],
                 prior=prior, inertia=False,
+                augmented=rows.augmented if every else None,
             )  # fmt: skip
-            N = N + res.N
-            S = S + res.S
-            own, e_own, _, e_second = nearest(Xa, centers, offset, second=True)
-            self.own[active] = own
-            bounds.update(active, e_own, e_second)
-        return m_step(N, S, centers, offset), _Sums(N, S)
+            N, S = N + res.N, S + res.S
+            own, e_own, _, e_second = nearest(X[sub], centers, offset, second=True)
+            self.own[sub] = own
+            bounds.update(sub, e_own, e_second)
+        return m_step(N, S, centers, offset), PassResult(N, S, 0.0, 0.0, None, None)
 
     def _move(self, centers, changes, room, T):
         """Move the bounds to ``centers``; which rows are surely one-hot.
@@ -350,13 +340,13 @@ class _OneHotRows:
         shift = np.sqrt(np.einsum("ij,ij->i", step, step))
         new = np.flatnonzero(np.isnan(shift))
         shift[new] = 0.0
-        bounds.upper += shift[self.own]
-        before = bounds.lower
+        before = bounds.lower.copy()
+        bounds.move(self.own, shift)
         d_new = np.inf
         if new.size:
             _, e_new = nearest(X, centers[new], offset)
-            d_new = bounds._distance(slice(None), e_new) - bounds.slack
-        bounds.lower = np.minimum(before - shift.max(), d_new)
+            d_new = bounds.below(slice(None), e_new)
+            np.minimum(bounds.lower, d_new, out=bounds.lower)
         one_hot = self._one_hot(slice(None), room, T)
         doubt = np.flatnonzero(~one_hot)
         movers = np.argsort(shift)[-_MOVERS:]
@@ -369,8 +359,7 @@ class _OneHotRows:
             lab, e_1, _, e_2 = nearest(X[doubt], centers[movers], offset, second=True)
             # The nearest mover other than the row's own group.
             e_m = np.where(movers[lab] != self.own[doubt], e_1, e_2)
-            d_m = bounds._distance(doubt, e_m) - bounds.slack
-            bounds.lower[doubt] = np.minimum(lower, d_m)
+            bounds.lower[doubt] = np.minimum(lower, bounds.below(doubt, e_m))
             one_hot[doubt] = self._one_hot(doubt, room, T)
         return one_hot
 
@@ -380,11 +369,6 @@ class _OneHotRows:
         upper = self.bounds.upper[idx]
         with np.errstate(invalid="ignore", over="ignore"):
             return (lower**2 - upper**2) > room[self.own[idx]] * T
-
-
-class _Sums:
-    def __init__(self, N, S):
-        self.N, self.S = N, S
 
 
 class Schedule:
@@ -427,7 +411,7 @@ class Schedule:
         last_step = None
         self.n_stages += 1
         if (
-            self.one_hot is None and BOUNDED_EM and self.act == "softmax"
+            self.one_hot is None and self.act == "softmax"
             and self.n_stages >= self.bounded_from
             and _OneHotRows.usable(rows, groups.n)
         ):  # fmt: skip

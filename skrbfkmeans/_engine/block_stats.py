@@ -131,10 +131,7 @@ def accumulate_moments(M, Xb, wb, R):
     """
     d, b = M.shape[1], Xb.shape[0]
     if d < _MOMENTS_GATHER_D:
-        for sl in row_blocks(b, block_rows(b, d * d, _OUTER_BLOCK_ELEMENTS)):
-            xs = Xb[sl].toarray() if sp.issparse(Xb) else Xb[sl]
-            xs = xs.astype(np.float64, copy=False)
-            outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
+        for sl, outer in _outer_products(Xb):
             wr = R[sl] * wb[sl, None]
             M += matmul(wr.T.astype(np.float64), outer).reshape(M.shape)
         return
@@ -146,16 +143,16 @@ def accumulate_moments(M, Xb, wb, R):
     _gathered_moments(M, Xd, rows, centre, WR[rows, centre])
 
 
-def sparse_moments(M, Xb, rows, cols, vals):
+def sparse_moments(M, Xb, rows, cols, vals, indptr):
     """``M_j += sum v x_i x_i^T`` over the triplets ``(i, j, v)``, in float64.
 
     The triplets are a block's non-zero weights ``w_i r_ij`` in row-major
-    order (``rows`` ascending). Few features: the outer products of a row
-    sub-block times the sparse ``k x b'`` weights; from 16 features on, the
-    gathered routes of ``accumulate_moments``.
+    order (``rows`` ascending; row ``i``'s are ``indptr[i]:indptr[i + 1]``).
+    Few features: the outer products of a row sub-block times the sparse
+    ``k x b'`` weights; from 16 features on, the gathered routes of
+    ``accumulate_moments``.
     """
     k, d = M.shape[0], M.shape[1]
-    b = Xb.shape[0]
     if d >= _MOMENTS_GATHER_D:
         Xd = Xb.toarray() if sp.issparse(Xb) else Xb
         order = np.argsort(cols, kind="stable")
@@ -163,18 +160,26 @@ def sparse_moments(M, Xb, rows, cols, vals):
             M, Xd.astype(np.float64, copy=False), rows[order], cols[order], vals[order]
         )
         return
-    indptr = np.searchsorted(rows, np.arange(b + 1))
     Mf = M.reshape(k, d * d)
-    for sl in row_blocks(b, block_rows(b, d * d, _OUTER_BLOCK_ELEMENTS)):
-        xs = Xb[sl].toarray() if sp.issparse(Xb) else Xb[sl]
-        xs = xs.astype(np.float64, copy=False)
-        outer = (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
+    for sl, outer in _outer_products(Xb):
         lo, hi = indptr[sl.start], indptr[sl.stop]
         P = sp.csc_array(
             (vals[lo:hi], cols[lo:hi], indptr[sl.start : sl.stop + 1] - lo),
-            shape=(k, xs.shape[0]),
+            shape=(k, outer.shape[0]),
         )
         Mf += P @ outer
+
+
+def _outer_products(Xb):
+    """Yield each row sub-block's slice and its ``x x^T`` (``b' x d^2``, float64).
+
+    Sub-blocks of ``_OUTER_BLOCK_ELEMENTS`` numbers (``partition``'s rule).
+    """
+    b, d = Xb.shape
+    for sl in row_blocks(b, block_rows(b, d * d, _OUTER_BLOCK_ELEMENTS)):
+        xs = Xb[sl].toarray() if sp.issparse(Xb) else Xb[sl]
+        xs = xs.astype(np.float64, copy=False)
+        yield sl, (xs[:, :, None] * xs[:, None, :]).reshape(xs.shape[0], d * d)
 
 
 def _gathered_moments(M, Xd, rows, centre, vals):

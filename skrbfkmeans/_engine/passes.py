@@ -447,7 +447,7 @@ class _Near:
         S = sp.csc_array((wr, cols, indptr), shape=(k, b)) @ Xb
         S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
         M = np.zeros((k, Xb.shape[1], Xb.shape[1]))
-        sparse_moments(M, Xb, rows, cols, wr)
+        sparse_moments(M, Xb, rows, cols, wr, indptr)
         return N, S, M
 
 
