@@ -30,6 +30,7 @@ are those of a full pass (their distances from a product over fewer rows,
 which may round differently), and the sums the same bits.
 """
 
+from functools import partial
 from numbers import Integral
 
 import numpy as np
@@ -163,6 +164,19 @@ class _MoveBounds:
         self.moved(slice(None))  # every row computed in the first pass
         self.room = _candidate_room(dtype)
         self.centers = None
+        # The rows centred once (``MemoryRows.centred_view``), or None.
+        self.centred = rows.centred_view()
+
+    def _pass(self, X, idx, *args):
+        """``single_move_gains`` of rows ``idx`` (None: all), with distances."""
+        if self.centred is not None:
+            X = self.centred if idx is None else self.centred[idx]
+        elif idx is not None:
+            X = X[idx]
+        return single_move_gains(
+            X, *args, distances=True, room=self.room,
+            centred=self.centred is not None,
+        )  # fmt: skip
 
     def gains(self, X, w, labels, centers, N, offset, x_sq):
         """``single_move_gains`` of the rows the bounds do not clear.
@@ -188,18 +202,15 @@ class _MoveBounds:
         cleared |= ~(wf > 0)
         idx = np.flatnonzero(~cleared)
         if idx.size > _FULL_PASS_SHARE * n:
-            delta, size, target, d_own, d_other = single_move_gains(
-                X, w, labels, centers, N, offset, x_sq, distances=True
+            delta, size, target, d_own, d_other = self._pass(
+                X, None, w, labels, centers, N, offset, x_sq
             )
             self._set(slice(None), d_own, d_other)
             return delta, size, target
         delta, size = np.full(n, np.inf), np.zeros(n)
         target = np.zeros(n, dtype=np.intp)
         if idx.size:
-            out = single_move_gains(
-                X[idx], w[idx], labels[idx], centers, N, offset, x_sq[idx],
-                distances=True,
-            )  # fmt: skip
+            out = self._pass(X, idx, w[idx], labels[idx], centers, N, offset, x_sq[idx])
             delta[idx], size[idx], target[idx] = out[:3]
             self._set(idx, *out[3:])
         return delta, size, target
@@ -266,7 +277,10 @@ def hartigan(rows, centers, *, max_iter=300):
     bounds = None
     if not sp.issparse(X) and not is_small(X, n_clusters):
         bounds = _MoveBounds(rows, dtype)
-    gains = single_move_gains if bounds is None else bounds.gains
+    if bounds is None:
+        gains = partial(single_move_gains, room=_candidate_room(dtype))
+    else:
+        gains = bounds.gains
     for _ in range(max_iter if n_clusters > 1 else 0):
         current = (means + offset).astype(dtype)
         delta, size, target = gains(

@@ -116,6 +116,7 @@ class IncrementalLloyd:
             self.bounds = Bounds(rows, np.asarray(centers).dtype)
         self.labels = None
         self._w_x_sq = None
+        self._slack = None  # ``rounding_slack``, made once per run
         self._reset(np.array(centers, copy=True))
 
     def _reset(self, centers):
@@ -146,7 +147,7 @@ class IncrementalLloyd:
             setattr(new, name, getattr(self, name).copy())
         new.bounds = None if self.bounds is None else self.bounds.copy()
         new.exact, new.dropped = self.exact, self.dropped
-        new._w_x_sq = self._w_x_sq
+        new._w_x_sq, new._slack = self._w_x_sq, self._slack
         return new
 
     def _move_samples(self, idx, old):
@@ -174,12 +175,12 @@ class IncrementalLloyd:
                 return self._bounded_step(shift)
             # Centres moved from outside (a trial move): new bounds.
             return self._reset(self.centers)
-        rows = self.rows
-        X, offset = rows.X, rows.offset
-        n, k = X.shape[0], self.centers.shape[0]
+        n, k = self.labels.shape[0], self.centers.shape[0]
         own_moved = None
         if not self._full_passes():
-            own_moved = np.flatnonzero(np.isin(self.labels, moved))
+            is_moved = np.zeros(k, dtype=bool)
+            is_moved[moved] = True
+            own_moved = np.flatnonzero(is_moved[self.labels])
         if own_moved is None or (
             own_moved.size * k + n * moved.size > FULL_PASS_SHARE * n * k
         ):
@@ -189,18 +190,59 @@ class IncrementalLloyd:
         old = self.labels.copy()
         # Samples whose centre moved: distances to every centre.
         if own_moved.size:
-            lab, e = nearest(X[own_moved], self.centers, offset)
+            lab, e = self._nearest(self.centers, own_moved)
             self.labels[own_moved], self.e_own[own_moved] = lab, e
-        # The others: only a moved centre can have come as close.
-        lab, e = nearest(X, self.centers[moved], offset)
+        # The others: only a moved centre can have come as close, and none
+        # can for a row within half its centre's distance to every moved one.
+        others = self._near_moved(moved, own_moved)
+        lab, e = self._nearest(self.centers[moved], others)
         lab = moved[lab]
-        closer = (e < self.e_own) | ((e == self.e_own) & (lab < self.labels))
-        closer[own_moved] = False
-        self.labels[closer], self.e_own[closer] = lab[closer], e[closer]
+        e_own, labels = self.e_own[others], self.labels[others]
+        closer = (e < e_own) | ((e == e_own) & (lab < labels))
+        closer_rows = others[closer]
+        self.labels[closer_rows], self.e_own[closer_rows] = lab[closer], e[closer]
         changed = np.flatnonzero(self.labels != old)
         if changed.size:
             self._move_samples(changed, old[changed])
         return changed.size > 0
+
+    def _near_moved(self, moved, own_moved):
+        """Rows not in ``own_moved`` that a ``moved`` centre may have taken.
+
+        Elkan's rule: a row whose distance to its own centre ``a`` is below
+        half the distance from ``a`` to every moved centre keeps ``a`` (the
+        triangle inequality). Its distance comes from its partial one and
+        the centres' by explicit differences; the rounding of both partial
+        distances is kept as room (``rounding_slack``), so a row within
+        rounding of a tie is always recomputed.
+        """
+        centers = self.centers.astype(np.float64)
+        between = np.sqrt(
+            ((centers[:, None, :] - centers[None, moved, :]) ** 2).sum(axis=2)
+        )
+        between[moved, np.arange(moved.size)] = np.inf  # a centre and itself
+        half = 0.5 * between.min(axis=1)
+        rows = self.rows
+        if self._slack is None:
+            self._slack = rounding_slack(rows.x_sq, rows.X.shape[1], self.e_own.dtype)
+        own = np.sqrt(np.maximum(rows.x_sq + self.e_own.astype(np.float64), 0.0))
+        near = own + 2.0 * self._slack >= half[self.labels]
+        near[own_moved] = False
+        return np.flatnonzero(near)
+
+    def _nearest(self, centers, idx=None, second=False):
+        """``nearest`` of rows ``idx`` (None: all), from the rows' centred view.
+
+        The same partial distances as from ``X`` (the same blocks, the same
+        centred values), without centring the rows again at every step.
+        """
+        rows = self.rows
+        Xc = rows.centred_view()
+        if Xc is None:
+            X = rows.X if idx is None else rows.X[idx]
+            return nearest(X, centers, rows.offset, second=second)
+        Xc = Xc if idx is None else Xc[idx]
+        return nearest(Xc, centers, rows.offset, second=second, centred=True)
 
     def run(self, max_iter, moved=None, ceiling=None, incumbent=None):
         """Lloyd until no label changes or ``max_iter`` iterations.
@@ -287,9 +329,7 @@ class IncrementalLloyd:
             e = E[np.arange(cand.size), lab]
             e_second = runner_up(E, lab)[1]
         else:
-            lab, e, _, e_second = nearest(
-                rows.X[cand], self.centers, rows.offset, second=True
-            )
+            lab, e, _, e_second = self._nearest(self.centers, cand, second=True)
         bounds.update(cand, e, e_second)
         self.e_own[cand] = e
         change = lab != self.labels[cand]
@@ -397,6 +437,13 @@ class IncrementalLloyd:
         return self.inertia() + self.inertia_rounding() < ceiling
 
 
+def rounding_slack(x_sq, n_features, dtype):
+    """Room for the rounding of a distance from partial distances (``Bounds``)."""
+    eps = float(np.finfo(dtype).eps)
+    scale_sq = 2.0 * float(np.max(x_sq)) if np.size(x_sq) else 0.0
+    return 4.0 * np.sqrt(8.0 * (n_features + 2) * eps * scale_sq)
+
+
 class Bounds:
     """Hamerly's bounds: which rows' nearest centre can have changed.
 
@@ -418,10 +465,7 @@ class Bounds:
 
     def __init__(self, rows, dtype):
         self.x_sq = np.asarray(rows.x_sq, dtype=np.float64)
-        d = rows.X.shape[1]
-        eps = float(np.finfo(dtype).eps)
-        scale_sq = 2.0 * float(self.x_sq.max()) if self.x_sq.size else 0.0
-        self.slack = 4.0 * np.sqrt(8.0 * (d + 2) * eps * scale_sq)
+        self.slack = rounding_slack(self.x_sq, rows.X.shape[1], dtype)
         n = self.x_sq.shape[0]
         self.upper, self.lower = np.empty(n), np.empty(n)
 

@@ -122,6 +122,18 @@ class MemoryRows:
             self._cache[key] = augmented_rows(self.X, self.offset, out)
         return self._cache[key]
 
+    def centred_view(self):
+        """Dense ``X - offset`` without a copy of its own, or None.
+
+        The first columns of the augmented copy in ``X``'s dtype
+        (``augmented``, made here if not yet): for passes that would
+        otherwise centre the same rows block by block, many times (the
+        polish's Lloyd steps on a few moved centres). None where
+        ``augmented`` is.
+        """
+        augmented = self.augmented(self.X.dtype)
+        return None if augmented is None else augmented[:, :-1]
+
     def labels(self, centers):
         """Nearest centre of every row (int32)."""
         last = self._cache.get("labels")

@@ -520,6 +520,40 @@ def test_statistics_from_the_rows_augmented_copy_are_the_same_bits(
     assert _rows.MemoryRows(X, w, rows.offset).augmented(X.dtype) is None
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nearest_from_the_centred_view_is_the_same_bits(
+    dtype, monkeypatch, global_random_seed
+):
+    # Check that the nearest-centre pass from the rows' centred view (the
+    # augmented copy's first columns, MemoryRows.centred_view) gives the
+    # labels and partial distances of the pass that centres each block
+    # itself, over several blocks, for all rows and for a subset; and that
+    # the rows and their copy are left as they were.
+    from skrbfkmeans import _rows
+    from skrbfkmeans._engine import assign, blocks
+
+    monkeypatch.setattr(blocks, "_TARGET_BLOCK_BYTES", 1 << 12)
+    rng = np.random.default_rng(global_random_seed)
+    X = (rng.standard_normal((900, 5)) * 3 + 1e3).astype(dtype)
+    C = X[rng.choice(900, 7, replace=False)] + rng.normal(size=(7, 5)).astype(dtype)
+    rows = _rows.MemoryRows(X, np.ones(900), data_offset(X, np.ones(900)))
+    X_before = X.copy()
+    view = rows.centred_view()
+    assert not view.flags.owndata and view.base is rows.augmented(X.dtype)
+    copy = view.copy()
+    np.testing.assert_array_equal(view, X - rows.offset)
+    subset = np.sort(rng.choice(900, 300, replace=False))
+    for idx in (slice(None), subset):
+        plain = assign.nearest(X[idx], C, rows.offset, second=True)
+        got = assign.nearest(view[idx], C, rows.offset, second=True, centred=True)
+        for a, b in zip(got, plain):
+            np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(X, X_before)
+    np.testing.assert_array_equal(view, copy)
+    monkeypatch.setattr(_rows, "AUGMENTED_BYTES", 1000)
+    assert _rows.MemoryRows(X, np.ones(900), rows.offset).centred_view() is None
+
+
 def _softmax_oracle(X, w, C, sigma, prior, offset):
     """Free energy, N, S and second moments of softmax with a prior, explicitly.
 

@@ -317,6 +317,70 @@ def test_bounds_keep_every_candidate(seed, k, d, step, dtype, shift, empty):
     check(labels, (centers + step * rng.normal(size=(k, d))).astype(dtype))
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    k=st.integers(2, 9),
+    d=st.integers(1, 4),
+    dtype=st.sampled_from([np.float64, np.float32]),
+    weights=st.sampled_from(["equal", "integers", "spread"]),
+    empty=st.booleans(),
+    shift=st.sampled_from([0.0, 1e3]),
+)
+def test_room_keeps_every_candidate_and_its_gain(
+    seed, k, d, dtype, weights, empty, shift
+):
+    # Check the pass that evaluates only the rows that may be candidates
+    # (room) against the pass that evaluates every row: the same rows named
+    # candidates at that room, with the same gain, target and size to the
+    # bit, and the same distances to the own and the nearest other centre;
+    # on rows with ties (a rounded grid), zero weights, unequal weights, an
+    # empty cluster, float32 far from the origin, and labels that are not
+    # the nearest centre (a partition in the middle of the moves).
+    from skrbfkmeans._engine.assign import single_move_gains
+
+    rng = np.random.default_rng(seed)
+    n = 150
+    X = (np.round(rng.normal(size=(n, d)) * 2) / 2 + shift).astype(dtype)
+    w = {
+        "equal": np.ones(n),
+        "integers": rng.choice([0.0, 1.0, 1.0, 3.0], size=n),
+        "spread": rng.uniform(0.01, 10.0, size=n),
+    }[weights].astype(dtype)
+    offset = np.full(d, shift, dtype=dtype)
+    x_sq = ((X - offset) ** 2).sum(axis=1)
+    centers = (X[rng.choice(n, k)] + 0.3 * rng.normal(size=(k, d))).astype(dtype)
+    labels = _hartigan.nearest(X, centers, offset)[0]
+    flip = rng.random(n) < 0.2
+    labels[flip] = rng.integers(0, k, flip.sum())
+    if empty:
+        labels[labels == k - 1] = 0
+    N = np.bincount(labels, weights=w, minlength=k)
+    room = np.sqrt(np.finfo(dtype).eps)
+    args = (X, w, labels, centers, N, offset, x_sq)
+    full = single_move_gains(*args, distances=True)
+    got = single_move_gains(*args, distances=True, room=room)
+    named = np.flatnonzero(full[0] < room * full[1])
+    assert_array_equal(np.flatnonzero(got[0] < room * got[1]), named)
+    for a, b in zip(got[:3], full[:3]):
+        assert_array_equal(a[named], b[named])
+    assert_array_equal(got[3], full[3])
+    assert_array_equal(got[4], full[4])
+    # The distances against explicit differences (the engine's rounding).
+    X64, C64 = X.astype(np.float64), centers.astype(np.float64)
+    D = ((X64[:, None, :] - C64[None]) ** 2).sum(2)
+    own = D[np.arange(n), labels]
+    D[np.arange(n), labels] = np.inf
+    tol = 1e-3 if dtype == np.float32 else 1e-9
+    scale = (x_sq.max() + (centers.astype(np.float64) - offset) ** 2).sum() + 1.0
+    assert_allclose(got[3], own, atol=tol * scale)
+    assert_allclose(got[4], D.min(axis=1), atol=tol * scale)
+    # The rows left out are those that cannot gain at all: their exact best
+    # change is positive beyond the room.
+    left_out = np.isinf(got[0]) & np.isfinite(full[0])
+    assert (full[0][left_out] > room * full[1][left_out]).all()
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_bounded_passes_give_the_full_passes_bits(seed, monkeypatch):
     # Check the bounded passes against the full ones on data with ties,

@@ -32,13 +32,14 @@ def is_small(X, n_clusters):
     return not sp.issparse(X) and n * n_clusters < SMALL_PASS and n * d < SMALL_PASS
 
 
-def nearest(X, centers, offset, *, second=False):
+def nearest(X, centers, offset, *, second=False, centred=False):
     """Nearest centre of every row (lowest index among ties), its partial distance.
 
     Partial distances are ``||mu||^2 - 2 x . mu`` (``blocks.partial_distances``).
     Returns ``(labels, e_own)`` (``intp``, dtype of ``centers``); with
-    ``second`` also the runner-up's index and partial distance. Cost: one
-    pass of partial distances.
+    ``second`` also the runner-up's index and partial distance. With
+    ``centred``, ``X`` is dense and already ``X - offset`` (``BlockPlan``).
+    Cost: one pass of partial distances.
     """
     n = X.shape[0]
     labels = np.empty(n, dtype=np.intp)
@@ -53,7 +54,7 @@ def nearest(X, centers, offset, *, second=False):
         if second:
             labels_2[sl], e_second[sl] = runner_up(E, closest)
 
-    BlockPlan(X, centers, offset).map(block)
+    BlockPlan(X, centers, offset, centred=centred).map(block)
     return (labels, e_own, labels_2, e_second) if second else (labels, e_own)
 
 
@@ -128,7 +129,10 @@ def assignment_sums(X, sample_weight, centers, offset, *, centred, second=False)
     return (labels, e_own, N, S, e_second) if second else (labels, e_own, N, S)
 
 
-def single_move_gains(X, w, labels, centers, N, offset, x_sq, *, distances=False):
+def single_move_gains(
+    X, w, labels, centers, N, offset, x_sq, *, distances=False, room=None,
+    centred=False,
+):  # fmt: skip
     """Every row's best single-sample (Hartigan) move, from partial distances.
 
     Moving row ``i`` (weight ``w_i``) from its cluster ``a = labels[i]``
@@ -142,6 +146,14 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq, *, distances=False
     differences. With ``distances``, also each row's squared distance to
     its own centre and to the nearest other one (float64: the bounds of
     ``_hartigan``). Cost: one pass of partial distances.
+
+    With ``room``, only the rows that may be candidates (``delta < room *
+    size``) are evaluated: a row whose nearest other cluster, joined at the
+    smallest factor ``N_b / (N_b + w_i)``, is farther than that allows
+    (with room to spare for rounding) gets ``delta = inf``, ``size = 0``,
+    ``target = 0``, which leaves the candidates and their values as they
+    are, at a few vectors' cost instead of a block of scores' arithmetic.
+    With ``centred``, ``X`` is dense and already ``X - offset``.
     """
     n_samples, n_clusters = X.shape[0], centers.shape[0]
     delta = np.full(n_samples, np.inf)
@@ -154,39 +166,63 @@ def single_move_gains(X, w, labels, centers, N, offset, x_sq, *, distances=False
     if n_clusters < 2:
         return out
     N = np.asarray(N, dtype=np.float64)
+    n_min = N.min()
 
     def block(sl, Xb, E, closest, e_closest, buf):
         wb = np.asarray(w[sl], dtype=np.float64)
         lab = labels[sl]
         rows = np.arange(lab.size)
-        # In place on the block's partial distances (the candidates only
-        # need the engine's precision: explicit differences confirm them).
-        J = E
-        J += x_sq[sl, None]
-        np.maximum(J, 0, out=J)
-        to_own = J[rows, lab].astype(np.float64)
+        x_sq_b = x_sq[sl]
+        # Squared distances to the own and the nearest other centre, as
+        # the block's ``max(E + |x|^2, 0)`` would give them (a rounding of
+        # the sum is monotone: the nearest other's value is the same).
+        to_own = _distance(E[rows, lab], x_sq_b, E.dtype)
+        nearest_other = _distance(runner_up(E, lab)[1], x_sq_b, E.dtype)
         if distances:
-            d_own[sl] = to_own
-            d_other[sl] = runner_up(J, lab)[1]
-            J[rows, lab] = to_own  # runner_up spoilt it
+            d_own[sl], d_other[sl] = to_own, nearest_other
         own = N[lab]
         rest = own - wb
         # Leaving a cluster that the sample alone weighs leaves it empty:
         # its distortion drops by 0 (the sample sits on its mean).
         with np.errstate(divide="ignore", invalid="ignore"):
             leave = np.where(rest > 0, own / rest, 0.0) * to_own
-            if wb.size and wb.min() == wb.max():
+            live = wb > 0
+            if room is not None:
+                # No join is below the nearest other's at the smallest
+                # factor: ``delta < room * size`` needs ``join (1 - room)
+                # < leave (1 + room)`` (twice the room for rounding).
+                lowest = n_min / (n_min + wb) * nearest_other
+                live &= ~(lowest * (1.0 - 2.0 * room) > leave * (1.0 + 2.0 * room))
+        idx = np.flatnonzero(live) if room is not None else rows
+        # In place on the block's partial distances (the candidates only
+        # need the engine's precision: explicit differences confirm them);
+        # the own column holds inf (``runner_up``).
+        J = E if room is None else E[idx]
+        J += x_sq_b[idx, None]
+        np.maximum(J, 0, out=J)
+        wi = wb[idx]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if wi.size and wi.min() == wi.max():
                 # Equal weights (the usual case): one factor per cluster.
-                J *= (N / (N + wb[0])).astype(J.dtype)
+                J *= (N / (N + wi[0])).astype(J.dtype)
             else:
-                J *= (N[None, :] / (N[None, :] + wb[:, None])).astype(J.dtype)
-        J[rows, lab] = np.inf
+                J *= (N[None, :] / (N[None, :] + wi[:, None])).astype(J.dtype)
+        sub = np.arange(idx.size)
+        J[sub, lab[idx]] = np.inf
         b = np.argmin(J, axis=1)
-        join = J[rows, b].astype(np.float64)
-        gain = wb * (join - leave)
-        gain[~(wb > 0)] = np.inf
-        delta[sl], target[sl] = gain, b
-        size[sl] = wb * (join + leave)
+        join = J[sub, b].astype(np.float64)
+        gain = wi * (join - leave[idx])
+        gain[~(wi > 0)] = np.inf
+        delta[sl][idx], target[sl][idx] = gain, b
+        size[sl][idx] = wi * (join + leave[idx])
 
-    BlockPlan(X, centers, offset).map(block)
+    BlockPlan(X, centers, offset, centred=centred).map(block)
     return out
+
+
+def _distance(e, x_sq, dtype):
+    """Squared distances ``max(e + |x|^2, 0)`` from partial ones ``e``.
+
+    Rounded in ``dtype`` (as a block of the pass's scores), returned as float64.
+    """
+    return np.maximum((e + x_sq).astype(dtype, copy=False), 0).astype(np.float64)

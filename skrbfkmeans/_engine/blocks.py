@@ -143,14 +143,19 @@ class BlockPlan:
     Blocks follow the rule of ``partition``: about ``target`` bytes of
     scores and rows (``_TARGET_BLOCK_BYTES`` by default), at least 64 rows,
     within ``working_memory``, all of equal size. ``map`` runs a function on
-    every block.
+    every block. With ``centred``, ``X`` is dense and already ``X - offset``
+    (a caller's copy, made once): its blocks are views, not centred again
+    (the same values; the offset still centres the centres).
     """
 
-    def __init__(self, X, centers, offset, activation="softmax", target=None):
+    def __init__(
+        self, X, centers, offset, activation="softmax", target=None, centred=False
+    ):
         dtype = centers.dtype
         n_samples, n_features = X.shape
         n_clusters = centers.shape[0]
         self.X, self.offset, self.activation = X, offset, activation
+        self.centred = centred
         self.prepared = PreparedCenters(centers, offset, dtype)
         self.held = _row_bytes(n_clusters, n_features, dtype, activation)
         self.step = block_rows(
@@ -188,7 +193,7 @@ class BlockPlan:
             results, buf = [], self.buf
             for sl in blocks:
                 if distances:
-                    Xb = centred_block(self.X, sl, self.offset, buf)
+                    Xb = self._block(sl, buf)
                     E, closest, e_closest = partial_distances(Xb, self.prepared, buf)
                     results.append(func(sl, Xb, E, closest, e_closest, buf))
                 else:
@@ -200,10 +205,16 @@ class BlockPlan:
             buf = self.buf if threading.get_ident() == owner else self.buffers()
             if not distances:
                 return func(sl, buf)
-            Xb = centred_block(self.X, sl, self.offset, buf)
+            Xb = self._block(sl, buf)
             return func(sl, Xb, *partial_distances(Xb, self.prepared, buf), buf)
 
         return map_blocks(run, blocks, max_threads)
+
+    def _block(self, sl, buf):
+        """Rows ``sl``, centred (``centred_block``, or a view of centred rows)."""
+        if self.centred:
+            return self.X[sl]
+        return centred_block(self.X, sl, self.offset, buf)
 
 
 def augmented_block(X, sl, offset, buf):
