@@ -41,7 +41,6 @@ from ._engine.assign import (
     SMALL_PASS,
     assignment_sums,
     is_small,
-    nearest,
     small_distances,
 )
 from ._engine.blas import matmul
@@ -190,12 +189,12 @@ class IncrementalLloyd:
         old = self.labels.copy()
         # Samples whose centre moved: distances to every centre.
         if own_moved.size:
-            lab, e = self._nearest(self.centers, own_moved)
+            lab, e = self.rows.nearest(self.centers, own_moved)
             self.labels[own_moved], self.e_own[own_moved] = lab, e
         # The others: only a moved centre can have come as close, and none
         # can for a row within half its centre's distance to every moved one.
         others = self._near_moved(moved, own_moved)
-        lab, e = self._nearest(self.centers[moved], others)
+        lab, e = self.rows.nearest(self.centers[moved], others)
         lab = moved[lab]
         e_own, labels = self.e_own[others], self.labels[others]
         closer = (e < e_own) | ((e == e_own) & (lab < labels))
@@ -229,20 +228,6 @@ class IncrementalLloyd:
         near = own + 2.0 * self._slack >= half[self.labels]
         near[own_moved] = False
         return np.flatnonzero(near)
-
-    def _nearest(self, centers, idx=None, second=False):
-        """``nearest`` of rows ``idx`` (None: all), from the rows' centred view.
-
-        The same partial distances as from ``X`` (the same blocks, the same
-        centred values), without centring the rows again at every step.
-        """
-        rows = self.rows
-        Xc = rows.centred_view()
-        if Xc is None:
-            X = rows.X if idx is None else rows.X[idx]
-            return nearest(X, centers, rows.offset, second=second)
-        Xc = Xc if idx is None else Xc[idx]
-        return nearest(Xc, centers, rows.offset, second=second, centred=True)
 
     def run(self, max_iter, moved=None, ceiling=None, incumbent=None):
         """Lloyd until no label changes or ``max_iter`` iterations.
@@ -329,7 +314,7 @@ class IncrementalLloyd:
             e = E[np.arange(cand.size), lab]
             e_second = runner_up(E, lab)[1]
         else:
-            lab, e, _, e_second = self._nearest(self.centers, cand, second=True)
+            lab, e, _, e_second = rows.nearest(self.centers, cand, second=True)
         bounds.update(cand, e, e_second)
         self.e_own[cand] = e
         change = lab != self.labels[cand]

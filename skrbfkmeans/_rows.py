@@ -38,6 +38,7 @@ from sklearn.metrics.pairwise import euclidean_distances
 from sklearn.utils import check_array
 from sklearn.utils.extmath import row_norms
 
+from ._engine.assign import nearest
 from ._engine.blocks import augmented_rows, centred_rows
 from ._engine.passes import (
     column_mean_variance,
@@ -128,11 +129,25 @@ class MemoryRows:
         The first columns of the augmented copy in ``X``'s dtype
         (``augmented``, made here if not yet): for passes that would
         otherwise centre the same rows block by block, many times (the
-        polish's Lloyd steps on a few moved centres). None where
-        ``augmented`` is.
+        polish's Lloyd steps on a few moved centres, the annealing's
+        bounded steps). None where ``augmented`` is.
         """
         augmented = self.augmented(self.X.dtype)
         return None if augmented is None else augmented[:, :-1]
+
+    def nearest(self, centers, idx=None, *, second=False):
+        """``_engine.assign.nearest`` of rows ``idx`` (None: all).
+
+        From the centred view where there is one: the same blocks and the
+        same centred values, so the same bits, without centring the rows
+        again at every call.
+        """
+        Xc = self.centred_view()
+        if Xc is None:
+            X = self.X if idx is None else self.X[idx]
+            return nearest(X, centers, self.offset, second=second)
+        Xc = Xc if idx is None else Xc[idx]
+        return nearest(Xc, centers, self.offset, second=second, centred=True)
 
     def labels(self, centers):
         """Nearest centre of every row (int32)."""

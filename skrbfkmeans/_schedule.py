@@ -19,7 +19,6 @@ along the principal axis of the group's posterior covariance ``C_j``:
 import numpy as np
 import scipy.sparse as sp
 
-from ._engine.assign import nearest
 from ._engine.blocks import far_cut
 from ._engine.passes import (
     PassResult,
@@ -319,7 +318,9 @@ class _OneHotRows:
                 augmented=rows.augmented if every else None,
             )  # fmt: skip
             N, S = N + res.N, S + res.S
-            own, e_own, _, e_second = nearest(X[sub], centers, offset, second=True)
+            own, e_own, _, e_second = rows.nearest(
+                centers, None if every else active, second=True
+            )
             self.own[sub] = own
             bounds.update(sub, e_own, e_second)
         return m_step(N, S, centers, offset), PassResult(N, S, 0.0, 0.0, None, None)
@@ -334,7 +335,6 @@ class _OneHotRows:
         most, whose shifts then leave ``lower`` alone.
         """
         bounds, rows = self.bounds, self.rows
-        X, offset = rows.X, rows.offset
         positions = self.follow(changes)
         step = np.asarray(centers, dtype=np.float64) - positions
         shift = np.sqrt(np.einsum("ij,ij->i", step, step))
@@ -344,7 +344,7 @@ class _OneHotRows:
         bounds.move(self.own, shift)
         d_new = np.inf
         if new.size:
-            _, e_new = nearest(X, centers[new], offset)
+            _, e_new = rows.nearest(centers[new])
             d_new = bounds.below(slice(None), e_new)
             np.minimum(bounds.lower, d_new, out=bounds.lower)
         one_hot = self._one_hot(slice(None), room, T)
@@ -356,7 +356,7 @@ class _OneHotRows:
             lower = before[doubt] - rest.max()
             if new.size:
                 lower = np.minimum(lower, d_new[doubt])
-            lab, e_1, _, e_2 = nearest(X[doubt], centers[movers], offset, second=True)
+            lab, e_1, _, e_2 = rows.nearest(centers[movers], doubt, second=True)
             # The nearest mover other than the row's own group.
             e_m = np.where(movers[lab] != self.own[doubt], e_1, e_2)
             bounds.lower[doubt] = np.minimum(lower, bounds.below(doubt, e_m))
