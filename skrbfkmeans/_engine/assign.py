@@ -176,8 +176,8 @@ def single_move_gains(
         # Squared distances to the own and the nearest other centre, as
         # the block's ``max(E + |x|^2, 0)`` would give them (a rounding of
         # the sum is monotone: the nearest other's value is the same).
-        to_own = _distance(E[rows, lab], x_sq_b, E.dtype)
-        nearest_other = _distance(runner_up(E, lab)[1], x_sq_b, E.dtype)
+        to_own = _squared_distances(E[rows, lab], x_sq_b, E.dtype)
+        nearest_other = _squared_distances(runner_up(E, lab)[1], x_sq_b, E.dtype)
         if distances:
             d_own[sl], d_other[sl] = to_own, nearest_other
         own = N[lab]
@@ -220,7 +220,7 @@ def single_move_gains(
     return out
 
 
-def _distance(e, x_sq, dtype):
+def _squared_distances(e, x_sq, dtype):
     """Squared distances ``max(e + |x|^2, 0)`` from partial ones ``e``.
 
     Rounded in ``dtype`` (as a block of the pass's scores), returned as float64.
