@@ -256,7 +256,9 @@ def hartigan(rows, centers, *, max_iter=300):
     ulps of the compared terms). Cost per pass: one block pass of partial
     distances (``O(n k d)``, as a Lloyd iteration) to find the candidates
     (samples whose move may gain, by those distances with room for their
-    rounding), then ``O(k d)`` explicit differences per candidate, whose
+    rounding; a sample whose nearest other centre is too far for any move
+    to gain is settled by its two distances, without the arithmetic of
+    every move), then ``O(k d)`` explicit differences per candidate, whose
     best move at the current means is made when it gains; the means of the
     two clusters a move touches are updated from running float64 sums,
     recomputed exactly from the labels at the end of the pass. On many
