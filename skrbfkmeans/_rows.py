@@ -126,13 +126,15 @@ class MemoryRows:
     def centred_view(self):
         """Dense ``X - offset`` without a copy of its own, or None.
 
-        The first columns of the augmented copy in ``X``'s dtype
-        (``augmented``, made here if not yet): for passes that would
-        otherwise centre the same rows block by block, many times (the
+        The first columns of the augmented copy in ``X``'s dtype, where the
+        statistics passes have made it (``augmented``): for passes that
+        would otherwise centre the same rows block by block, many times (the
         polish's Lloyd steps on a few moved centres, the annealing's
-        bounded steps). None where ``augmented`` is.
+        bounded steps). None where there is no such copy: none is made here,
+        so that rows without statistics passes (the finish on every row
+        after a sample's annealing) keep their memory.
         """
-        augmented = self.augmented(self.X.dtype)
+        augmented = self._cache.get(("augmented", np.dtype(self.X.dtype).str))
         return None if augmented is None else augmented[:, :-1]
 
     def nearest(self, centers, idx=None, *, second=False):

@@ -527,8 +527,9 @@ def test_nearest_from_the_centred_view_is_the_same_bits(
     # Check that the nearest-centre pass from the rows' centred view (the
     # augmented copy's first columns, MemoryRows.centred_view) gives the
     # labels and partial distances of the pass that centres each block
-    # itself, over several blocks, for all rows and for a subset; and that
-    # the rows and their copy are left as they were.
+    # itself, over several blocks, for all rows and for a subset; that
+    # the rows and their copy are left as they were; and that asking for
+    # the view makes no copy (None until a statistics pass made one).
     from skrbfkmeans import _rows
     from skrbfkmeans._engine import assign, blocks
 
@@ -538,6 +539,8 @@ def test_nearest_from_the_centred_view_is_the_same_bits(
     C = X[rng.choice(900, 7, replace=False)] + rng.normal(size=(7, 5)).astype(dtype)
     rows = _rows.MemoryRows(X, np.ones(900), data_offset(X, np.ones(900)))
     X_before = X.copy()
+    assert rows.centred_view() is None
+    rows.stats(C, 1.0, "softmax")  # the statistics pass makes the copy
     view = rows.centred_view()
     assert not view.flags.owndata and view.base is rows.augmented(X.dtype)
     copy = view.copy()
@@ -551,7 +554,9 @@ def test_nearest_from_the_centred_view_is_the_same_bits(
     np.testing.assert_array_equal(X, X_before)
     np.testing.assert_array_equal(view, copy)
     monkeypatch.setattr(_rows, "AUGMENTED_BYTES", 1000)
-    assert _rows.MemoryRows(X, np.ones(900), rows.offset).centred_view() is None
+    few = _rows.MemoryRows(X, np.ones(900), rows.offset)
+    few.stats(C, 1.0, "softmax")
+    assert few.centred_view() is None
 
 
 def _softmax_oracle(X, w, C, sigma, prior, offset):
