@@ -165,7 +165,7 @@ class _MoveBounds:
         self.room = _candidate_room(dtype)
         self.centers = None
         # The rows centred once (``MemoryRows.centred_view``), or None.
-        self.centred = rows.centred_view()
+        self.centred = rows.centred_view(dtype)
 
     def _pass(self, X, idx, *args):
         """``single_move_gains`` of rows ``idx`` (None: all), with distances."""

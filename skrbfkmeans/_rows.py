@@ -123,18 +123,19 @@ class MemoryRows:
             self._cache[key] = augmented_rows(self.X, self.offset, out)
         return self._cache[key]
 
-    def centred_view(self):
-        """Dense ``X - offset`` without a copy of its own, or None.
+    def centred_view(self, dtype):
+        """Dense ``X - offset`` in ``dtype`` without a copy of its own, or None.
 
-        The first columns of the augmented copy in ``X``'s dtype, where the
-        statistics passes have made it (``augmented``): for passes that
+        The first columns of the augmented copy in ``dtype`` (the centres',
+        as the blocks of a pass are centred), where the statistics passes
+        have made it (``augmented``): for passes that
         would otherwise centre the same rows block by block, many times (the
         polish's Lloyd steps on a few moved centres, the annealing's
         bounded steps). None where there is no such copy: none is made here,
         so that rows without statistics passes (the finish on every row
         after a sample's annealing) keep their memory.
         """
-        augmented = self._cache.get(("augmented", np.dtype(self.X.dtype).str))
+        augmented = self._cache.get(("augmented", np.dtype(dtype).str))
         return None if augmented is None else augmented[:, :-1]
 
     def nearest(self, centers, idx=None, *, second=False):
@@ -144,7 +145,7 @@ class MemoryRows:
         same centred values, so the same bits, without centring the rows
         again at every call.
         """
-        Xc = self.centred_view()
+        Xc = self.centred_view(centers.dtype)
         if Xc is None:
             X = self.X if idx is None else self.X[idx]
             return nearest(X, centers, self.offset, second=second)

@@ -527,7 +527,9 @@ def test_nearest_from_the_centred_view_is_the_same_bits(
     # Check that the nearest-centre pass from the rows' centred view (the
     # augmented copy's first columns, MemoryRows.centred_view) gives the
     # labels and partial distances of the pass that centres each block
-    # itself, over several blocks, for all rows and for a subset; that
+    # itself, over several blocks, for all rows and for a subset, with
+    # centres in the rows' dtype and in float64 (the blocks are centred in
+    # the centres' dtype: the view must be the copy in that dtype); that
     # the rows and their copy are left as they were; and that asking for
     # the view makes no copy (None until a statistics pass made one).
     from skrbfkmeans import _rows
@@ -535,20 +537,30 @@ def test_nearest_from_the_centred_view_is_the_same_bits(
 
     monkeypatch.setattr(blocks, "_TARGET_BLOCK_BYTES", 1 << 12)
     rng = np.random.default_rng(global_random_seed)
-    X = (rng.standard_normal((900, 5)) * 3 + 1e3).astype(dtype)
+    X = (rng.standard_normal((900, 5)) * 700 + 1e3).astype(dtype)
     C = X[rng.choice(900, 7, replace=False)] + rng.normal(size=(7, 5)).astype(dtype)
-    rows = _rows.MemoryRows(X, np.ones(900), data_offset(X, np.ones(900)))
+    # A float64 offset: float32 rows are then centred in the centres' dtype.
+    offset = data_offset(X, np.ones(900)).astype(np.float64)
+    rows = _rows.MemoryRows(X, np.ones(900), offset)
     X_before = X.copy()
-    assert rows.centred_view() is None
+    assert rows.centred_view(X.dtype) is None
     rows.stats(C, 1.0, "softmax")  # the statistics pass makes the copy
-    view = rows.centred_view()
+    view = rows.centred_view(X.dtype)
     assert not view.flags.owndata and view.base is rows.augmented(X.dtype)
     copy = view.copy()
-    np.testing.assert_array_equal(view, X - rows.offset)
+    np.testing.assert_array_equal(view, (X - rows.offset).astype(X.dtype))
     subset = np.sort(rng.choice(900, 300, replace=False))
     for idx in (slice(None), subset):
         plain = assign.nearest(X[idx], C, rows.offset, second=True)
         got = assign.nearest(view[idx], C, rows.offset, second=True, centred=True)
+        for a, b in zip(got, plain):
+            np.testing.assert_array_equal(a, b)
+    C64 = C.astype(np.float64) + 0.1
+    rows.stats(C64, 1.0, "softmax")  # a copy in float64 too
+    for idx in (None, subset):
+        plain = assign.nearest(X[slice(None) if idx is None else idx], C64,
+                               rows.offset, second=True)  # fmt: skip
+        got = rows.nearest(C64, idx, second=True)
         for a, b in zip(got, plain):
             np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(X, X_before)
@@ -556,7 +568,7 @@ def test_nearest_from_the_centred_view_is_the_same_bits(
     monkeypatch.setattr(_rows, "AUGMENTED_BYTES", 1000)
     few = _rows.MemoryRows(X, np.ones(900), rows.offset)
     few.stats(C, 1.0, "softmax")
-    assert few.centred_view() is None
+    assert few.centred_view(X.dtype) is None
 
 
 def _softmax_oracle(X, w, C, sigma, prior, offset):
