@@ -538,7 +538,7 @@ def single_move_block(X, sample_weight, centers, N, shift, guess=None):
     return bool(part.moves)
 
 
-def explicit_fixed_point(X, sample_weight, centers, guess=None):
+def explicit_fixed_point(X, sample_weight, centers, guess=None, weights=None):
     """Smallest margin, the fixed-point and single-move tests, explicitly.
 
     Parameters
@@ -551,6 +551,12 @@ def explicit_fixed_point(X, sample_weight, centers, guess=None):
         The centres to check.
     guess : ndarray of shape (n_samples,), default=None
         A guess of each sample's nearest centre (``check_block``).
+    weights : tuple of two ndarrays of shape (n_clusters,), default=None
+        Bounds of the clusters' weights known before the pass
+        (``weight_bounds`` of another pass's sums): condition 3 is then
+        checked in the same pass, as on dask rows (``check``), and a second
+        pass with the weights found runs only where the bounds do not
+        decide it. The verdicts are those of the two passes.
 
     Returns
     -------
@@ -564,12 +570,12 @@ def explicit_fixed_point(X, sample_weight, centers, guess=None):
         Whether condition 3 holds (checked only when condition 2 does; False
         otherwise).
     """
-    parts = check_block(X, sample_weight, centers, guess=guess)
-    margin, fixed, shift = fixed_point_test(parts, centers)
-    stable = fixed and single_move_block(
-        X, sample_weight, centers, parts.N, shift, guess
-    )
-    return margin, fixed, stable
+    shift = None if weights is None else shift_bound(centers, X.shape[0])
+    parts = check_block(X, sample_weight, centers, weights, shift, guess=guess)
+    margin, fixed, stable, found = check(parts, centers, weights, shift)
+    if fixed and stable is None:
+        stable = single_move_block(X, sample_weight, centers, parts.N, found, guess)
+    return margin, fixed, bool(stable)
 
 
 def margin_checks(rows, centers):
@@ -582,11 +588,13 @@ def margin_checks(rows, centers):
     round the centres the user gets (``Units.returned_points``), both margins
     are the smaller of those of ``centers`` and of the returned centres
     (one more pass each), and a nearest centre that the rounding changes
-    refuses (margin 0). Rows in memory take two passes;
-    dask rows one (``_margin_checks_block``, which reads every chunk once
-    for both), with the single-move condition in the same pass when the
-    last pass was a Lloyd pass at these centres (its weights bound the
-    clusters' weights), and a second pass only when those bounds do not
+    refuses (margin 0). Rows in memory take two passes (the engine's
+    margins, then the explicit check, with the single-move condition in
+    the same pass under the weights of the engine's labels); dask rows one
+    (``_margin_checks_block``, which reads every chunk once for both), with
+    the single-move condition in the same pass when the last pass was a
+    Lloyd pass at these centres (its weights bound the clusters' weights).
+    Either takes a second explicit pass only when those bounds do not
     decide it (``check``).
     """
     if rows.in_memory:
@@ -596,8 +604,12 @@ def margin_checks(rows, centers):
         margin = float(margins[positive].min())
         if not margin > 0 or not np.isfinite(margin):
             return margin, None
-        # The engine's labels only order the explicit check's work.
-        explicit = explicit_fixed_point(rows.X, rows.w, centers, labels)
+        # The engine's labels only order the explicit check's work, and
+        # their clusters' weights bound the explicit ones: condition 3 in
+        # the same pass where they decide it.
+        N = np.bincount(labels, weights=rows.w, minlength=centers.shape[0])
+        weights = weight_bounds(N, rows.X.dtype)
+        explicit = explicit_fixed_point(rows.X, rows.w, centers, labels, weights)
         returned = rows.units.returned_points(centers)
         if returned is None:
             return margin, explicit

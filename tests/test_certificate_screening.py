@@ -157,7 +157,9 @@ def _check_guesses(X, w, centers, guess):
 def test_weight_bounds_never_pass_what_exact_weights_refuse(problem, error):
     # Check the one-pass path: bounds from weights off by ``error`` (a
     # previous pass's rounding, or wrong) decide condition 3 only when the
-    # weights found are within them, and then as the exact weights do.
+    # weights found are within them, and then as the exact weights do; and
+    # explicit_fixed_point with such bounds (rows in memory) gives the
+    # verdicts of its two passes.
     X, w, centers = problem
     parts = check_block(X, w, centers)
     guess = parts.N * (1.0 + error)
@@ -173,6 +175,9 @@ def test_weight_bounds_never_pass_what_exact_weights_refuse(problem, error):
     if stable is None:  # the second pass decides
         stable = fixed and single_move_block(X, w, centers, one_pass.N, found)
     assert stable == stable_exact
+    assert explicit_fixed_point(X, w, centers, weights=bounds) == (
+        parts.margin, fixed_exact, stable_exact,
+    )  # fmt: skip
 
 
 def test_screening_settles_separated_rows():
