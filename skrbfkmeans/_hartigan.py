@@ -164,25 +164,22 @@ class _MoveBounds:
         self.moved(slice(None))  # every row computed in the first pass
         self.room = _candidate_room(dtype)
         self.centers = None
-        # The rows centred once (``MemoryRows.centred_view``), or None.
-        self.centred = rows.centred_view(dtype)
+        self.rows, self.dtype = rows, dtype
 
-    def _pass(self, X, idx, *args):
+    def _pass(self, idx, *args):
         """``single_move_gains`` of rows ``idx`` (None: all), with distances."""
-        if self.centred is not None:
-            X = self.centred if idx is None else self.centred[idx]
-        elif idx is not None:
-            X = X[idx]
+        X, centred = self.rows.pass_rows(self.dtype, idx)
         return single_move_gains(
-            X, *args, distances=True, room=self.room,
-            centred=self.centred is not None,
-        )  # fmt: skip
+            X, *args, distances=True, room=self.room, centred=centred
+        )
 
     def gains(self, X, w, labels, centers, N, offset, x_sq):
         """``single_move_gains`` of the rows the bounds do not clear.
 
         The others get ``delta = inf`` (no candidate); the bounds of the
-        rows computed become exact.
+        rows computed become exact. The signature is ``single_move_gains``'s;
+        the rows' values come from the record (``MemoryRows.pass_rows``), not
+        ``X``.
         """
         n, bounds = labels.shape[0], self.bounds
         if self.centers is not None:
@@ -203,14 +200,14 @@ class _MoveBounds:
         idx = np.flatnonzero(~cleared)
         if idx.size > _FULL_PASS_SHARE * n:
             delta, size, target, d_own, d_other = self._pass(
-                X, None, w, labels, centers, N, offset, x_sq
+                None, w, labels, centers, N, offset, x_sq
             )
             self._set(slice(None), d_own, d_other)
             return delta, size, target
         delta, size = np.full(n, np.inf), np.zeros(n)
         target = np.zeros(n, dtype=np.intp)
         if idx.size:
-            out = self._pass(X, idx, w[idx], labels[idx], centers, N, offset, x_sq[idx])
+            out = self._pass(idx, w[idx], labels[idx], centers, N, offset, x_sq[idx])
             delta[idx], size[idx], target[idx] = out[:3]
             self._set(idx, *out[3:])
         return delta, size, target

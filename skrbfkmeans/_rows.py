@@ -138,19 +138,22 @@ class MemoryRows:
         augmented = self._cache.get(("augmented", np.dtype(dtype).str))
         return None if augmented is None else augmented[:, :-1]
 
-    def nearest(self, centers, idx=None, *, second=False):
-        """``_engine.assign.nearest`` of rows ``idx`` (None: all).
+    def pass_rows(self, dtype, idx=None):
+        """Rows ``idx`` (None: all) for a pass at centres of ``dtype``.
 
-        From the centred view where there is one: the same blocks and the
-        same centred values, so the same bits, without centring the rows
-        again at every call.
+        Returns ``(X, centred)``: the centred view's rows (``centred``
+        True: the pass takes them as they are) where there is one, else
+        ``X``'s (the pass centres each block). The same blocks and centred
+        values either way, so the same bits.
         """
-        Xc = self.centred_view(centers.dtype)
-        if Xc is None:
-            X = self.X if idx is None else self.X[idx]
-            return nearest(X, centers, self.offset, second=second)
-        Xc = Xc if idx is None else Xc[idx]
-        return nearest(Xc, centers, self.offset, second=second, centred=True)
+        Xc = self.centred_view(dtype)
+        X = self.X if Xc is None else Xc
+        return (X if idx is None else X[idx]), Xc is not None
+
+    def nearest(self, centers, idx=None, *, second=False):
+        """``_engine.assign.nearest`` of rows ``idx`` (None: all; ``pass_rows``)."""
+        X, centred = self.pass_rows(centers.dtype, idx)
+        return nearest(X, centers, self.offset, second=second, centred=centred)
 
     def labels(self, centers):
         """Nearest centre of every row (int32)."""

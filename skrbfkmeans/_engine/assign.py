@@ -195,8 +195,7 @@ def single_move_gains(
                 live &= ~(lowest * (1.0 - 2.0 * room) > leave * (1.0 + 2.0 * room))
         idx = np.flatnonzero(live) if room is not None else rows
         # In place on the block's partial distances (the candidates only
-        # need the engine's precision: explicit differences confirm them);
-        # the own column holds inf (``runner_up``).
+        # need the engine's precision: explicit differences confirm them).
         J = E if room is None else E[idx]
         J += x_sq_b[idx, None]
         np.maximum(J, 0, out=J)
@@ -208,7 +207,7 @@ def single_move_gains(
             else:
                 J *= (N[None, :] / (N[None, :] + wi[:, None])).astype(J.dtype)
         sub = np.arange(idx.size)
-        J[sub, lab[idx]] = np.inf
+        J[sub, lab[idx]] = np.inf  # not a move (a cluster of no weight: 0 / 0)
         b = np.argmin(J, axis=1)
         join = J[sub, b].astype(np.float64)
         gain = wi * (join - leave[idx])

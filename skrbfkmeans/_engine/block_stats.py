@@ -70,18 +70,29 @@ def _add_augmented(SN, N, S):
     N += SN[:, -1]
 
 
+def near_triplets(near):
+    """Return the positions of a ``b x k`` mask's entries, in row-major order.
+
+    Returns the flat indices, their rows (ascending) and columns, and
+    ``indptr`` (row ``i``'s entries are ``indptr[i]:indptr[i + 1]``): the
+    layout of a ``k x b`` CSC matrix of the entries' values.
+    """
+    b, k = near.shape
+    idx = np.flatnonzero(near)
+    rows = idx // k
+    indptr = np.zeros(b + 1, dtype=np.intp)
+    np.cumsum(np.bincount(rows, minlength=b), out=indptr[1:])
+    return idx, rows, idx - rows * k, indptr
+
+
 def _sparse_stats(Xa, wb, Z, z_max, near, N, S):
     """Statistics from the near scores of an augmented block (see above)."""
     b, k = Z.shape
-    idx = np.flatnonzero(near)
-    rows = idx // k
-    cols = idx - rows * k
+    idx, rows, cols, indptr = near_triplets(near)
     # Each row's maximum is near, so every row sum is at least 1. Centres of
     # zero prior mass (bias -max/16) are never near: they receive exactly 0.
     vals = np.exp(Z.ravel()[idx] - z_max[rows])
     vals *= (wb / np.bincount(rows, weights=vals, minlength=b))[rows]
-    indptr = np.zeros(b + 1, dtype=np.intp)
-    np.cumsum(np.bincount(rows, minlength=b), out=indptr[1:])
     # Column i of this k x b matrix holds sample i's weights; the augmented
     # rows give N with S.
     _add_augmented(sp.csc_array((vals, cols, indptr), shape=(k, b)) @ Xa, N, S)

@@ -40,6 +40,7 @@ from .blas import matmul
 from .block_stats import (
     accumulate_moments,
     hard_stats,
+    near_triplets,
     softmax_stats,
     sparse_moments,
 )
@@ -425,9 +426,7 @@ class _Near:
 
     def __init__(self, near, D, inv_T, weights, wb):
         b, k = D.shape
-        idx = np.flatnonzero(near)
-        self.rows = idx // k
-        self.cols = idx - self.rows * k
+        idx, self.rows, self.cols, self.indptr = near_triplets(near)
         scores = np.asarray(D.ravel()[idx] * -inv_T, dtype=np.float64)
         with np.errstate(under="ignore"):
             self.P = np.asarray(weights, dtype=np.float64)[self.cols] * np.exp(scores)
@@ -440,10 +439,9 @@ class _Near:
 
     def sums(self, Xb):
         """``N``, ``S`` and the second moments of the block's responsibilities."""
-        rows, cols, b, k = self.rows, self.cols, self.b, self.k
+        rows, cols, indptr, b, k = self.rows, self.cols, self.indptr, self.b, self.k
         wr = np.asarray(self.wb, dtype=np.float64)[rows] * (self.P / self.s[rows])
         N = np.bincount(cols, weights=wr, minlength=k)
-        indptr = np.searchsorted(rows, np.arange(b + 1))
         S = sp.csc_array((wr, cols, indptr), shape=(k, b)) @ Xb
         S = S.toarray() if sp.issparse(S) else np.asarray(S, dtype=np.float64)
         M = np.zeros((k, Xb.shape[1], Xb.shape[1]))
