@@ -24,6 +24,7 @@ import numpy as np
 
 from ._engine.passes import (
     PassResult,
+    explicit_inertia,
     free_energy,
     labels_inertia,
     responsibilities,
@@ -293,8 +294,9 @@ def _final_block(Xb, wb, centers, sigma, activation, offset):
     """Label counts, hard inertia and free energy of one block."""
     Xb = np.ascontiguousarray(Xb)
     x_sq = squared_norms(Xb, offset)
-    labels, inertia = labels_inertia(Xb, wb, centers, offset, x_sq)
+    labels = labels_inertia(Xb, wb, centers, offset, x_sq)[0]
     counts = np.bincount(labels, minlength=centers.shape[0])
+    inertia = explicit_inertia(Xb, wb, centers, labels)
     objective = free_energy(Xb, wb, centers, sigma, activation, offset, x_sq).objective
     return counts, inertia, objective
 
@@ -309,7 +311,9 @@ def _labels_block(Xb, centers, offset):
 
 
 def _score_block(Xb, wb, centers, offset):
-    return (labels_inertia(np.ascontiguousarray(Xb), wb, centers, offset)[1],)
+    Xb = np.ascontiguousarray(Xb)
+    labels = labels_inertia(Xb, wb, centers, offset)[0]
+    return (explicit_inertia(Xb, wb, centers, labels),)
 
 
 def _distances_block(Xb, centers, offset):

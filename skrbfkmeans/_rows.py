@@ -43,6 +43,7 @@ from ._engine.blocks import augmented_rows, centred_rows
 from ._engine.passes import (
     column_mean_variance,
     data_offset,
+    explicit_inertia,
     free_energy,
     labels_inertia,
     responsibilities,
@@ -163,20 +164,19 @@ class MemoryRows:
         return labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
 
     def labels_inertia(self, centers):
-        """``(label counts, inertia)`` of the centres (one pass)."""
-        labels, inertia = labels_inertia(
-            self.X, self.w, centers, self.offset, self.x_sq
-        )
+        """``(label counts, inertia)`` of the centres (the labels' pass).
+
+        The inertia a fit reports: each row's distance to its labelled
+        centre by explicit differences (``_engine.passes.explicit_inertia``).
+        """
+        labels = labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
         self._cache["labels"] = (centers, labels)
-        return np.bincount(labels, minlength=centers.shape[0]), inertia
+        counts = np.bincount(labels, minlength=centers.shape[0])
+        return counts, explicit_inertia(self.X, self.w, centers, labels)
 
     def final(self, centers, sigma, activation):
         """``(label counts, inertia, objective)`` of the centres (two passes)."""
-        labels, inertia = labels_inertia(
-            self.X, self.w, centers, self.offset, self.x_sq
-        )
-        self._cache["labels"] = (centers, labels)
-        counts = np.bincount(labels, minlength=centers.shape[0])
+        counts, inertia = self.labels_inertia(centers)
         objective = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         ).objective
@@ -399,7 +399,8 @@ class NewRows(NamedTuple):
     def inertia(self, centers, sample_weight):
         """Weighted hard inertia of the rows."""
         sample_weight = check_sample_weight(sample_weight, self.X, fit=False)
-        return labels_inertia(self.X, sample_weight, centers, self.offset)[1]
+        labels = labels_inertia(self.X, sample_weight, centers, self.offset)[0]
+        return explicit_inertia(self.X, sample_weight, centers, labels)
 
 
 def _exact_near_zero(X, centers, distances):

@@ -250,6 +250,12 @@ def test_annealed_fit_is_certified_stable(k):
     assert _best_single_move(X, np.ones(len(X)), km.labels_, k) <= 1e-12
 
 
+def _same_partition(a, b):
+    """Whether two labelings split the rows alike, whatever the names."""
+    pairs = set(zip(a.tolist(), b.tolist()))
+    return len(pairs) == len(set(a.tolist())) == len(set(b.tolist()))
+
+
 def test_rbf_kmeans_hartigan_algorithm():
     # Check that RBFKMeans(sigma=0, algorithm="hartigan") is never above
     # Lloyd's inertia from the same starts and ends on a stable partition;
@@ -258,7 +264,11 @@ def test_rbf_kmeans_hartigan_algorithm():
     for seed in range(3):
         lloyd = RBFKMeans(5, sigma=0, random_state=seed).fit(X)
         hart = RBFKMeans(5, sigma=0, algorithm="hartigan", random_state=seed).fit(X)
-        assert hart.inertia_ <= lloyd.inertia_
+        if _same_partition(hart.labels_, lloyd.labels_):
+            # One partition: its inertia at means that differ by rounding.
+            assert hart.inertia_ == pytest.approx(lloyd.inertia_, rel=1e-13)
+        else:
+            assert hart.inertia_ < lloyd.inertia_
         assert _best_single_move(X, np.ones(len(X)), hart.labels_, 5) <= 1e-12
         assert_array_equal(hart.labels_, hart.predict(X))
 

@@ -1,5 +1,7 @@
 """Tests for kmeans_polish and AnnealedRBFKMeans(polish=...)."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -9,6 +11,7 @@ from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris, make_blobs
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils._param_validation import InvalidParameterError
 
@@ -241,19 +244,28 @@ def test_searches_end_where_the_inertia_is_rounding():
     assert inertia <= km.inertia_ + 1e-4
 
 
-def test_searches_end_next_to_a_far_outlier():
-    # Check that with one row at 1e17 next to three blobs (where the
+@pytest.mark.parametrize("far", [1e14, 1e17, 1e20])
+def test_searches_end_next_to_a_far_outlier(far):
+    # Check that with one row at 1e14-1e20 next to three blobs (where the
     # inertia's rounding exceeds the blobs' whole distortion) the annealed
-    # fit ends (it ran for ever), with the outlier alone in its cluster.
-    # The blobs are not resolved: at that offset their distances round away
-    # in the engine's expansion, which the fit says with its warning.
-    Z, _ = make_blobs(
+    # fit ends (at 1e17 it ran for ever), with the outlier alone in its
+    # cluster and the blobs found as make_blobs drew them: the rows are
+    # centred on the blobs' mean, not on the mean the outlier pulls 3e11 or
+    # more away (where KMeans(n_init=10) finds no blob: its inertia is 20
+    # times this one).
+    Z, y = make_blobs(
         300, centers=[[0, 0], [10, 0], [0, 10]], cluster_std=1.0, random_state=0
     )
-    with pytest.warns(ConvergenceWarning, match="distinct clusters"):
-        est = AnnealedRBFKMeans(4).fit(np.vstack([Z, [[1e17, 0.0]]]))
+    X = np.vstack([Z, [[far, 0.0]]])
+    est = AnnealedRBFKMeans(4).fit(X)
     assert np.sum(est.labels_ == est.labels_[-1]) == 1
-    assert not est.certified_
+    assert adjusted_rand_score(y, est.labels_[:-1]) == 1.0
+    diff = X - est.cluster_centers_[est.labels_]
+    assert est.inertia_ == pytest.approx(np.sum(diff**2), rel=1e-12)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        km = KMeans(4, n_init=10, random_state=0).fit(X)
+    assert 10 * est.inertia_ < km.inertia_
 
 
 def test_final_phase_budget_bounds_every_trial():

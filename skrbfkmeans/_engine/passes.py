@@ -14,7 +14,8 @@ of threads gives the same bytes. The passes:
   centred coordinates: what the annealing's split decision needs);
   ``gradients`` (also ``N``, ``S`` and ``dF/dX``); ``moments``;
   ``responsibilities``;
-- the hard passes ``labels_inertia`` and ``labels_margins``.
+- the hard passes ``labels_inertia`` and ``labels_margins``, and the
+  inertia a fit reports, ``explicit_inertia`` (explicit differences).
 
 The free energy is measured from its value for ``k`` coincident centres: per
 sample, softmax gives ``-T log(mean_j exp(-d_ij / T))`` and entmax-1.5
@@ -156,10 +157,12 @@ def column_mean_variance(X, sample_weight):
 def data_offset(X, sample_weight):
     """Return the point the engine centres rows on.
 
-    Dense ``X``: its weighted mean. CSR ``X``: the mean of the columns whose
-    mean dominates their spread (``|mean| > std``, so mostly stored), zero
-    elsewhere; there uncentred distances would cancel, and centring adds
-    few stored entries. Centring elsewhere would make the rows dense.
+    Dense ``X``: its weighted mean, or the mean of the rows near one another
+    where a few far rows pulled the mean away from them (``_bulk_offset``).
+    CSR ``X``: the mean of the columns whose mean dominates their spread
+    (``|mean| > std``, so mostly stored), zero elsewhere; there uncentred
+    distances would cancel, and centring adds few stored entries. Centring
+    elsewhere would make the rows dense.
     """
     # Data near the dtype's limit give an infinite or NaN mean, which the
     # scale checks (``_scaling``) report as data too large; tiny data give a
@@ -170,7 +173,64 @@ def data_offset(X, sample_weight):
             # Compared without squaring the mean (it may be near 1e160).
             dominant = np.abs(mean) > np.sqrt(var)
             return np.where(dominant, mean, 0.0).astype(X.dtype)
-        return (matmul(sample_weight, X) / sample_weight.sum()).astype(X.dtype)
+        mean = (matmul(sample_weight, X) / sample_weight.sum()).astype(X.dtype)
+        if not np.isfinite(mean).all():
+            return mean
+        bulk = _bulk_offset(X, sample_weight, mean)
+        return mean if bulk is None else bulk
+
+
+# ``_bulk_offset``: the middle 80% of the weight within this relative spread
+# of squared distances from the mean lies on a thin shell around it; rows
+# beyond ``_FAR_ROWS`` times the median squared distance are left out of the
+# bulk's mean, which replaces the mean where the median row is ``_NEARER``
+# times nearer to it (in squared distance).
+_THIN_SHELL = 0.05
+_FAR_ROWS = 4.0
+_NEARER = 1e-4
+
+
+def _bulk_offset(X, sample_weight, mean):
+    """Return the mean of the rows near one another where it should centre ``X``.
+
+    A pass's distance ``||x - o||^2 + (||mu - o||^2 - 2 (x - o) . (mu -
+    o))`` rounds at a few ulps of the squared norms from the offset ``o``.
+    A few rows far from all the others (an outlier at 1e5 among rows of
+    size 1) pull the mean to a distance ``L`` from every other row: those
+    lie on a thin shell around it, and their distances round at ``eps L^2``,
+    in float32 more than the distances between them, so that Lloyd and the
+    annealing move by rounding noise and never settle. There the mean of
+    the rows on the shell (the far rows left out) is the offset: the far
+    rows' own distances round as they did, the others' at their own scale.
+    Other data keep their mean (the bulk's mean is kept only where the
+    median row is ``_NEARER`` times nearer to it); the test costs a pass
+    of squared norms and a sort of them, and where the shell is thin
+    (the 10% and 90% quantiles within ``_THIN_SHELL`` of the median) one
+    more weighted mean and pass. Returns None where ``mean`` stays.
+    """
+    w = sample_weight.astype(np.float64)
+    t = squared_norms(X, mean).astype(np.float64)
+    low, mid, high = _weighted_quantiles(t, w, (0.1, 0.5, 0.9))
+    if not (mid > 0 and high - low <= _THIN_SHELL * mid):
+        return None
+    near = np.where(t <= _FAR_ROWS * mid, w, 0.0)
+    bulk = (matmul(near, X) / near.sum()).astype(X.dtype)
+    t_bulk = squared_norms(X, bulk).astype(np.float64)
+    if _weighted_quantiles(t_bulk, w, (0.5,))[0] > _NEARER * mid:
+        return None
+    return bulk
+
+
+def _weighted_quantiles(values, weights, qs):
+    """Quantiles ``qs`` of ``values`` under ``weights`` (the inverted CDF).
+
+    The smallest value whose cumulative weight reaches ``q`` of the total:
+    rows with integer weights give the quantiles of the rows repeated.
+    """
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    at = np.searchsorted(cumulative, np.asarray(qs) * cumulative[-1], side="left")
+    return values[order[np.minimum(at, values.size - 1)]]
 
 
 def squared_norms(X, offset):
@@ -523,6 +583,40 @@ def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
 
     parts = BlockPlan(X, centers, offset).map(block)
     return labels, _Sums(centers.shape[0], X.shape[1]).reduce(parts).inertia
+
+
+def explicit_inertia(X, sample_weight, centers, labels):
+    """Weighted squared distance of every row to its labelled centre, by differences.
+
+    The passes take a distance as ``||x - o||^2 + (||mu - o||^2 - 2 (x - o)
+    . (mu - o))`` (``o`` the offset), whose rounding is a few ulps of the
+    squared norms: where some rows lie far from the others (a far outlier
+    pulls the mean, and the offset, away from the bulk) the bulk's distances
+    keep no correct digit. Here each is ``sum_j (x_j - mu_j)^2`` in float64,
+    within a few ulps of the distance itself, as KMeans reports its inertia:
+    what a fit says in ``inertia_`` and ``score`` returns. Dense rows in
+    blocks of 1 MiB; CSR rows by their stored entries, the others adding
+    ``mu_j^2``.
+    """
+    w = sample_weight.astype(np.float64)
+    C = centers.astype(np.float64)
+    n_samples, n_features = X.shape
+    if sp.issparse(X):
+        # ||x - mu||^2 = sum over stored j of ((x_j - mu_j)^2 - mu_j^2) + ||mu||^2.
+        X = sp.csr_array(X)
+        rows = np.repeat(np.arange(n_samples), np.diff(X.indptr))
+        mu = C[labels[rows], X.indices]
+        stored = (X.data.astype(np.float64) - mu) ** 2 - mu**2
+        d = np.bincount(rows, weights=stored, minlength=n_samples)
+        d += np.einsum("ij,ij->i", C, C)[labels]
+        return float(matmul(w, np.maximum(d, 0.0)))
+    step = block_rows(n_samples, n_features * 8, _NORMS_BLOCK_BYTES)
+    buf = pooled_empty("explicit_inertia", (step, n_features), np.float64)
+    total = 0.0
+    for sl in row_blocks(n_samples, step):
+        diff = np.subtract(X[sl], C[labels[sl]], out=buf[: sl.stop - sl.start])
+        total += float(matmul(w[sl], np.einsum("ij,ij->i", diff, diff)))
+    return total
 
 
 def labels_margins(X, centers, offset):
