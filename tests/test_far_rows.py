@@ -218,3 +218,30 @@ def test_bulk_offset_weights_are_counts():
     by_rows = data_offset(repeated, np.ones(repeated.shape[0]))
     assert_allclose(by_weight, by_rows, rtol=1e-14)
     assert np.abs(by_weight).max() < 1.0  # inside the bulk, not 1e10 / 60 away
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(1, 60),
+    weights=st.sampled_from(["equal", "integer", "spread"]),
+    ties=st.booleans(),
+)
+def test_weighted_quantiles_are_numpys_inverted_cdf(seed, n, weights, ties):
+    # Check the offset's quantiles against numpy.quantile(method=
+    # "inverted_cdf", weights=...), equal weights (no sort) and others, with
+    # ties among the values.
+    from skrbfkmeans._engine.passes import _weighted_quantiles
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 4, n).astype(float) if ties else rng.normal(size=n)
+    w = {
+        # Integers: the cumulative weights are exact (with 0.7, numpy's own
+        # cumulative sum rounds across a quantile's boundary).
+        "equal": np.full(n, 2.0),
+        "integer": rng.integers(1, 5, n).astype(float),
+        "spread": 10.0 ** rng.uniform(-3, 3, n),
+    }[weights]
+    qs = (0.1, 0.5, 0.9)
+    expected = np.quantile(values, qs, method="inverted_cdf", weights=w)
+    assert_array_equal(_weighted_quantiles(values, w, qs), expected)
