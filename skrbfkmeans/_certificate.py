@@ -156,30 +156,34 @@ def _move_test(w, a, d_a, d_lo, d_hi, N_lo, N_hi, shift, n_features):
     Each row (weight ``w``, nearest centre ``a`` at distance at most
     ``d_a``) passes when every move's change, with ``d_b`` in
     ``[d_lo, d_hi]`` and the weights in ``[N_lo, N_hi]``, exceeds its
-    rounding bound. ``lone``: a row that may weigh all of its cluster (it
-    cannot gain by leaving: with exact weights the test counts no gain; under
-    bounds the caller decides).
+    rounding bound; ``shift`` bounds each centre's distance from its exact
+    mean (one bound for all, or one per centre). ``lone``: a row that may
+    weigh all of its cluster (it cannot gain by leaving: with exact weights
+    the test counts no gain; under bounds the caller decides).
     """
     eps = np.finfo(np.float64).eps
     rows = np.arange(a.size)
 
-    def err(D):
+    def err(D, s):
         # Each distance to a centre is within ``err`` of the distance to the
         # exact mean: the sum's rounding and the centre's admitted shift.
-        return 4.0 * (n_features + 2) * eps * D + 2.0 * np.sqrt(D) * shift + shift**2
+        return 4.0 * (n_features + 2) * eps * D + 2.0 * np.sqrt(D) * s + s**2
+
+    shift = np.asarray(shift, dtype=np.float64)
+    own, every = (shift[a], shift[None, :]) if shift.ndim else (shift, shift)
 
     rest = N_lo[a] - w
     lone = rest <= 4.0 * eps * N_hi[a]
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(lone, 0.0, N_lo[a] / rest)
     leave = w * factor * d_a
-    leave_err = w * factor * err(d_a)
+    leave_err = w * factor * err(d_a, own)
     join_lo = w[:, None] * N_lo[None, :] / (N_lo[None, :] + w[:, None])
     join_hi = join_lo if N_hi is N_lo else (
         w[:, None] * N_hi[None, :] / (N_hi[None, :] + w[:, None])
     )  # fmt: skip
     change = join_lo * d_lo - leave[:, None]
-    bound = join_hi * err(d_hi) + leave_err[:, None]
+    bound = join_hi * err(d_hi, every) + leave_err[:, None]
     bound += 16.0 * eps * (join_hi * d_hi + leave[:, None])
     change[rows, a] = np.inf
     bound[rows, a] = 0.0
@@ -328,9 +332,10 @@ def check_block(X, sample_weight, centers, weights=None, shift=None, guess=None)
         Bounds ``(N_lo, N_hi)`` of the clusters' weights over all rows (the
         same array twice for the weights themselves); ``None``: condition 3
         is not checked.
-    shift : float, default=None
+    shift : float or ndarray of shape (n_clusters,), default=None
         An upper bound of the distance ``fixed_point_test`` admits between a
-        centre and its cluster's mean (with ``weights``).
+        centre and its cluster's mean (with ``weights``): one for all
+        centres, or each centre's.
     guess : ndarray of shape (n_samples,), default=None
         A guess of each row's nearest centre (the engine's labels): it
         chooses which distance each row gets first and changes nothing but
@@ -352,6 +357,8 @@ def check_block(X, sample_weight, centers, weights=None, shift=None, guess=None)
     A = np.zeros((n_clusters, n_features))
     moves, lone_seen = weights is not None, False
     geometry = _Geometry(C, safety) if n_clusters > 1 else None
+    # The screening's bounds take the largest centre's shift.
+    widest = None if shift is None else float(np.max(shift))
     work = None
     for Xb, w, gb in _weighted_blocks(X, sample_weight, C, guess):
         rows = np.arange(w.size)
@@ -360,7 +367,7 @@ def check_block(X, sample_weight, centers, weights=None, shift=None, guess=None)
             if work is None or work.a.size < w.size:
                 work = _Work(w.size, n_features)
             labels, bound, settled, lone = _screen(
-                Xb, w, C, geometry, weights, shift, safety, gb, work
+                Xb, w, C, geometry, weights, widest, safety, gb, work
             )
             lone_seen |= bool(np.any(lone & settled))
             # Every unsettled row gets its explicit distances, and so does
@@ -439,12 +446,14 @@ def fixed_point_test(parts, centers):
     ``fixed`` says whether every centre with samples equals their weighted
     mean to the rounding of that mean: a few ulps of the magnitude (times
     the depth of the sums), and the centres' own dtype's rounding. ``shift``
-    bounds the distance between a centre and its cluster's exact mean: the
-    largest distance measured to the computed mean, plus the rounding of
-    that mean (``_mean_rounding``), or the distance the test admits (its
-    per-coordinate bound times ``sqrt(n_features)``) where that is smaller:
-    centres in float32 far from the origin sit within an ulp of their
-    means, where the test admits 64.
+    bounds, for each centre, the distance between it and its cluster's
+    exact mean: the distance measured to the computed mean, plus the
+    rounding of that mean (``_mean_rounding``), or the distance the test
+    admits (its per-coordinate bound times ``sqrt(n_features)``) where that
+    is smaller (and for a centre with no samples): centres in float32 far
+    from the origin sit within an ulp of their means, where the test admits
+    64. Each centre has its own: one far from the others (a far row's,
+    rounded at its own magnitude) would otherwise widen every move's bound.
     """
     C = np.asarray(centers, dtype=np.float64)
     alive = parts.N > 0
@@ -456,8 +465,9 @@ def fixed_point_test(parts, centers):
     if not fixed:
         return parts.margin, False, admitted
     apart = np.sqrt(np.sum((means - C[alive]) ** 2, axis=1))
-    bound = apart + _mean_rounding(parts, alive, means)
-    return parts.margin, True, min(float(bound.max(initial=0.0)), admitted)
+    shift = np.full(C.shape[0], admitted)
+    shift[alive] = np.minimum(apart + _mean_rounding(parts, alive, means), admitted)
+    return parts.margin, True, shift
 
 
 def _mean_rounding(parts, alive, means):
@@ -518,7 +528,7 @@ def check(parts, centers, weights=None, shift=None):
         N_lo, N_hi = weights
         within = np.all(N_lo <= parts.N) and np.all(parts.N <= N_hi)
         exact = N_lo is N_hi
-        if exact or (within and found <= shift):
+        if exact or (within and np.all(found <= shift)):
             stable = parts.moves
             if not exact and not stable:
                 stable = None

@@ -108,3 +108,24 @@ def lloyd_fixed_point(X, centers, max_iter=1000):
             return centers, labels
         labels = new
     raise RuntimeError("Lloyd did not reach a fixed point")
+
+
+def least_move_change(X, labels, n_clusters):
+    """The least change of the distortion by moving one row to another cluster.
+
+    Hartigan's closed form, ``N_b / (N_b + 1) d_b - N_a / (N_a - 1) d_a``
+    for a row of cluster ``a`` (unit weights) with explicit squared
+    distances ``d`` to the clusters' means in float64; rows alone in their
+    cluster do not move. Positive: no single move lowers the distortion.
+    """
+    X = dense64(X)
+    N = np.bincount(labels, minlength=n_clusters).astype(np.float64)
+    means = np.array([X[labels == j].mean(axis=0) for j in range(n_clusters)])
+    D = sq_distances(X, means)
+    best = np.inf
+    for i, a in enumerate(labels):
+        if N[a] > 1:
+            change = N / (N + 1) * D[i] - N[a] / (N[a] - 1) * D[i, a]
+            change[a] = np.inf
+            best = min(best, float(change.min()))
+    return best

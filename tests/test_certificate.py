@@ -14,8 +14,10 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _rbf_oracle import least_move_change
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numpy.testing import assert_array_equal
 from sklearn.datasets import make_blobs
 
 import skrbfkmeans._certificate as certificate_module
@@ -378,3 +380,50 @@ def test_mean_rounding_bounds_the_computed_means_error(spread, global_random_see
     # (64 ulps times the sums' depth, as condition 2 admits).
     scaled = 64 * np.finfo(float).eps * np.log2(n + 2) * (np.abs(means).max() + 30)
     assert (worst > scaled * np.sqrt(2)) == (spread > 1)
+
+
+def _nearly_stable_pair(delta, target=-5e-11):
+    """Two clusters near 1000 where moving one row from A to B gains 5e-11.
+
+    The row's position is bisected in exact arithmetic so that Hartigan's
+    change of the move, ``N_B / (N_B + 1) d_B - N_A / (N_A - 1) d_A`` at the
+    exact means, is ``target``; the row is nearest A's mean (a Lloyd fixed
+    point). The centres returned are the means moved by ``delta`` towards
+    the row (A's) and away from it (B's), within the rounding the fixed-point
+    test admits near 1000 (about 1e-10), and enough to make the change seem
+    positive (by about ``4 delta``). Returns ``(X, labels, centers)``.
+    """
+    base, A, B = 1000.0, [-1.0, -0.5, 0.0, 0.5], [3.0, 3.5, 4.0, 4.5]
+
+    def change(p):
+        a = [Fraction(base) + Fraction(v) for v in [*A, p]]
+        b = [Fraction(base) + Fraction(v) for v in B]
+        mean_a, mean_b, x = sum(a) / len(a), sum(b) / len(b), a[-1]
+        join = Fraction(len(b), len(b) + 1) * (x - mean_b) ** 2
+        return join - Fraction(len(a), len(a) - 1) * (x - mean_a) ** 2
+
+    low, high = 0.5, 2.0  # the change goes from positive to negative
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if change(mid) > target else (low, mid)
+    X = np.array([[base + v] for v in [*A, high, *B]])
+    labels = np.array([0] * 5 + [1] * 4)
+    centers = np.array([X[labels == j].mean(axis=0) for j in range(2)]) + delta
+    return X, labels, centers
+
+
+@pytest.mark.parametrize("delta", [0.0, 5e-11])
+def test_single_moves_allow_for_each_centres_distance_from_its_mean(delta):
+    # Check that the single-move condition refuses a move that gains 5e-11
+    # at the exact means, also where the centres sit within the fixed-point
+    # test's rounding of those means (delta = 5e-11) so that, from the
+    # centres, the move seems to lose: each distance is widened by the
+    # centre's bound on its distance from its exact mean. (Without that
+    # widening the second case was certified.)
+    X, labels, centers = _nearly_stable_pair(delta)
+    assert least_move_change(X, labels, 2) < 0  # the oracle: a move gains
+    d = ((X[:, None, :] - centers[None]) ** 2).sum(axis=2)
+    assert_array_equal(d.argmin(axis=1), labels)
+    margin, fixed, stable = explicit_fixed_point(X, np.ones(X.shape[0]), centers)
+    assert margin > 0 and fixed
+    assert not stable

@@ -16,6 +16,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _rbf_oracle import least_move_change
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
@@ -154,9 +155,9 @@ def test_the_bulk_is_centred_on_its_own_mean(dtype, far):
     # others (the far row pulls the mean 5e2 or 5e7 away), that the passes'
     # inertia there is then within rounding of the exact one, and that the
     # annealed fit settles below KMeans(n_init=10) in fewer than 1000 EM
-    # iterations (38186 before, in float32), certified in float32. (In
-    # float64 the certificate still refuses: its bound on a centre's distance
-    # from its exact mean is one for all clusters, the far row's.)
+    # iterations (38186 before, in float32), certified, and that no single
+    # row's move lowers its inertia (explicit search, the oracle of the
+    # certificate's third condition).
     X = _bulk_and_outlier(dtype, far)
     w = np.ones(X.shape[0], dtype=dtype)
     offset = data_offset(X, w)
@@ -169,8 +170,26 @@ def test_the_bulk_is_centred_on_its_own_mean(dtype, far):
     est = AnnealedRBFKMeans(6).fit(X)
     km = KMeans(6, n_init=10, random_state=0).fit(X)
     assert est.n_iter_total_ < 1000
-    assert est.certified_ or dtype == np.float64
+    assert est.certified_
+    assert least_move_change(X, est.labels_, 6) > 0
     assert est.inertia_ <= _explicit(X, km.cluster_centers_, km.labels_)
+
+
+def test_a_far_centre_keeps_its_rounding_to_itself():
+    # Check the certificate's bound on each centre's distance from its
+    # cluster's exact mean: the far row's cluster (at 1e10) rounds at its
+    # own magnitude, the others at theirs (a single bound for all, the far
+    # one's, refused the stable fit of the test above in float64).
+    from skrbfkmeans._certificate import check_block, fixed_point_test
+
+    X = _bulk_and_outlier(np.float64, 1e10)
+    est = AnnealedRBFKMeans(6).fit(X)
+    parts = check_block(X, np.ones(X.shape[0]), est.cluster_centers_)
+    _, fixed, shift = fixed_point_test(parts, est.cluster_centers_)
+    far = est.labels_[0]
+    assert fixed
+    others = np.delete(shift, far)
+    assert shift[far] > 1e-7 and others.max() < 1e-12
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from _data import DTYPE_IDS, DTYPES, unequal_clusters
-from _rbf_oracle import distortion, lloyd_step
+from _rbf_oracle import distortion, least_move_change, lloyd_step
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
 from sklearn.datasets import load_iris, make_blobs
@@ -260,6 +260,9 @@ def test_searches_end_next_to_a_far_outlier(far):
     est = AnnealedRBFKMeans(4).fit(X)
     assert np.sum(est.labels_ == est.labels_[-1]) == 1
     assert adjusted_rand_score(y, est.labels_[:-1]) == 1.0
+    # Certified, and no single move gains (explicit search).
+    assert est.certified_
+    assert least_move_change(X, est.labels_, 4) > 0
     diff = X - est.cluster_centers_[est.labels_]
     assert est.inertia_ == pytest.approx(np.sum(diff**2), rel=1e-12)
     with warnings.catch_warnings():
