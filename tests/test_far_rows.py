@@ -85,18 +85,23 @@ def test_explicit_inertia_is_the_exact_inertia_of_the_labels(
     assert got == pytest.approx(exact, rel=1e-12)
 
 
-def test_explicit_inertia_reads_blocks_and_never_writes():
-    # Check a dense input of several 1 MiB blocks against one explicit
-    # difference, and that neither the rows nor the centres change.
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "csr"])
+def test_explicit_inertia_reads_blocks_and_never_writes(sparse):
+    # Check an input of several 1 MiB blocks (dense, or CSR with 30% of its
+    # entries stored) against one explicit difference, and that neither the
+    # rows nor the centres change.
     rng = np.random.default_rng(0)
     X = rng.normal(size=(40_000, 8)) + 1e4
+    if sparse:
+        X[rng.random(X.shape) < 0.7] = 0.0
     centers = X[:5] + 0.5
     labels = rng.integers(0, 5, X.shape[0])
     w = rng.uniform(size=X.shape[0])
-    X0, c0 = X.copy(), centers.copy()
-    got = explicit_inertia(X, w, centers, labels)
+    Xin = sp.csr_array(X) if sparse else X
+    X0, c0 = Xin.copy(), centers.copy()
+    got = explicit_inertia(Xin, w, centers, labels)
     assert got == pytest.approx(_explicit(X, centers, labels, w), rel=1e-12)
-    assert_array_equal(X, X0)
+    assert_array_equal(Xin.toarray() if sparse else Xin, X0.toarray() if sparse else X0)
     assert_array_equal(centers, c0)
 
 

@@ -606,20 +606,36 @@ def explicit_inertia(X, sample_weight, centers, labels):
     C = centers.astype(np.float64)
     n_samples, n_features = X.shape
     if sp.issparse(X):
-        # ||x - mu||^2 = sum over stored j of ((x_j - mu_j)^2 - mu_j^2) + ||mu||^2.
-        X = sp.csr_array(X)
-        rows = np.repeat(np.arange(n_samples), np.diff(X.indptr))
-        mu = C[labels[rows], X.indices]
-        stored = (X.data.astype(np.float64) - mu) ** 2 - mu**2
-        d = np.bincount(rows, weights=stored, minlength=n_samples)
-        d += np.einsum("ij,ij->i", C, C)[labels]
-        return float(matmul(w, np.maximum(d, 0.0)))
+        return _explicit_inertia_csr(sp.csr_array(X), w, C, labels)
     step = block_rows(n_samples, n_features * 8, _NORMS_BLOCK_BYTES)
     buf = pooled_empty("explicit_inertia", (step, n_features), np.float64)
     total = 0.0
     for sl in row_blocks(n_samples, step):
         diff = np.subtract(X[sl], C[labels[sl]], out=buf[: sl.stop - sl.start])
         total += float(matmul(w[sl], np.einsum("ij,ij->i", diff, diff)))
+    return total
+
+
+def _explicit_inertia_csr(X, w, C, labels):
+    """``explicit_inertia`` of CSR rows, in blocks of about 1 MiB of entries.
+
+    ``||x - mu||^2 = sum over stored j of ((x_j - mu_j)^2 - mu_j^2) +
+    ||mu||^2``: the stored entries by differences, the others by the
+    centre's coordinates.
+    """
+    n_samples = X.shape[0]
+    per_row = max(X.nnz // max(n_samples, 1), 1)
+    step = block_rows(n_samples, per_row * 8, _NORMS_BLOCK_BYTES)
+    mu_sq = np.einsum("ij,ij->i", C, C)
+    total = 0.0
+    for sl in row_blocks(n_samples, step):
+        Xb = X[sl]
+        rows = np.repeat(np.arange(Xb.shape[0]), np.diff(Xb.indptr))
+        mu = C[labels[sl][rows], Xb.indices]
+        stored = (Xb.data.astype(np.float64) - mu) ** 2 - mu**2
+        d = np.bincount(rows, weights=stored, minlength=Xb.shape[0])
+        d += mu_sq[labels[sl]]
+        total += float(matmul(w[sl], np.maximum(d, 0.0)))
     return total
 
 
