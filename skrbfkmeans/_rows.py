@@ -176,7 +176,10 @@ class MemoryRows:
 
     def final(self, centers, sigma, activation):
         """``(label counts, inertia, objective)`` of the centres (two passes)."""
-        counts, inertia = self.labels_inertia(centers)
+        labels = labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
+        self._cache["labels"] = (centers, labels)
+        counts = np.bincount(labels, minlength=centers.shape[0])
+        inertia = explicit_inertia(self.X, self.w, centers, labels)
         objective = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         ).objective
