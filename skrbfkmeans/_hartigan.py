@@ -125,37 +125,66 @@ def _means(N, S, centers, offset):
     return means
 
 
-def _pass_floor(w, x_sq, n_features):
-    """Return the gain below which a whole pass of moves is rounding.
+class _MeanRounding:
+    """Each cluster's bound on the distance between its mean and the exact one.
 
-    ``_ULPS`` ulps (per feature) of the rows' weighted squared norms about
-    the offset: what the rounding of the means, from sums of terms that
-    large, can move the distortion by. Rows equal to one another whose
-    means round apart (or that sit next to rows far from them) otherwise
-    trade places at every pass, each move "gaining" a rounding error:
-    142001 moves in 300 passes for 1425 rows at two distinct points.
+    A mean is ``S_j / N_j`` with ``S_j = sum w_i x_i - N_j offset``
+    (``cluster_sums``: float64 sums of at most ``n`` terms, then the
+    running updates of a pass): each coordinate is within ``(n + 2) eps``
+    of ``sum w_i |x_i| + N_j |offset|``. Over the features, with
+    ``Q_j = sum w_i ||x_i - offset||^2`` (Cauchy-Schwarz, and ``||x|| <=
+    ||x - offset|| + ||offset||``), the mean is within ``(n + 2) eps
+    sqrt(2 d) (sqrt(Q_j / N_j) + 2 ||offset||)``. Rows equal to one another
+    have means that round apart by that much, and without this bound a move
+    between two of their clusters "gained" a rounding error at every pass
+    (1422 copies of one point traded places 426001 times in 300 passes).
+    ``Q`` follows the moves (``move``).
     """
-    eps = np.finfo(np.float64).eps
-    scatter = float(np.asarray(w, np.float64) @ np.asarray(x_sq, np.float64))
-    return _ULPS * (n_features + 2) * eps * scatter
+
+    def __init__(self, w, x_sq, offset, labels, n_clusters):
+        self.w = np.asarray(w, dtype=np.float64)
+        self.x_sq = np.asarray(x_sq, dtype=np.float64)
+        self.Q = np.bincount(labels, weights=self.w * self.x_sq, minlength=n_clusters)
+        eps = np.finfo(np.float64).eps
+        self.factor = (self.w.size + 2) * eps * np.sqrt(2.0 * offset.size)
+        self.far = 2.0 * float(np.sqrt(offset @ offset))
+
+    def move(self, i, a, b):
+        """Row ``i`` moved from cluster ``a`` to ``b``."""
+        q = self.w[i] * self.x_sq[i]
+        self.Q[a] = max(self.Q[a] - q, 0.0)
+        self.Q[b] += q
+
+    def bound(self, N):
+        """Return the clusters' bounds at weights ``N`` (0 where no weight)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            spread = np.sqrt(self.Q / N) + self.far
+        return np.where(N > 0, self.factor * spread, 0.0)
 
 
-def _explicit_best(x, w, a, N, means):
+def _explicit_best(x, w, a, N, means, spread):
     """Return the best move of ``x`` (in cluster ``a``), explicitly.
 
-    ``x`` and ``means`` are centred on the same offset. Returns
+    ``x`` and ``means`` are centred on the same offset; ``spread`` bounds
+    each mean's distance from the exact one (``_MeanRounding``). Returns
     ``(b, delta, slack)``: the cluster whose move changes the distortion the
-    most, that change, and the rounding bound it must exceed (``_ULPS`` ulps
-    of the two terms compared).
+    most, that change, and the rounding bound it must exceed: ``_ULPS``
+    ulps of the two terms compared, and what the means' rounding can move
+    the two distances by, ``2 sqrt(d) r + r^2`` for a mean within ``r``.
     """
     d = np.sum((x - means) ** 2, axis=1)
     rest = N[a] - w
-    leave = w * N[a] / rest * d[a] if rest > 0 else 0.0
+    g = w * N[a] / rest if rest > 0 else 0.0
+    leave = g * d[a]
     join = w * N / (N + w) * d
     join[a] = np.inf
     b = int(np.argmin(join))
     eps = np.finfo(np.float64).eps
-    return b, join[b] - leave, _ULPS * (x.size + 2) * eps * (join[b] + leave)
+    slack = _ULPS * (x.size + 2) * eps * (join[b] + leave)
+    r_a, r_b = spread[a], spread[b]
+    slack += g * (2.0 * np.sqrt(d[a]) * r_a + r_a**2)
+    slack += w * N[b] / (N[b] + w) * (2.0 * np.sqrt(d[b]) * r_b + r_b**2)
+    return b, join[b] - leave, slack
 
 
 class _MoveBounds:
@@ -259,26 +288,25 @@ def hartigan(rows, centers, *, max_iter=300):
     n_moves : int
         Number of moves made.
     converged : bool
-        Whether the last pass found no move, or moves that gain only
-        rounding (else ``max_iter`` stopped it).
+        Whether the last pass found no move (else ``max_iter`` stopped it).
 
     Notes
     -----
     Stopping rule: a pass finds no sample whose move lowers the distortion by
     more than the rounding of explicit float64 differences (``_ULPS`` ulps of
-    the compared terms), or its moves together lower it by no more than the
-    rounding of the distortion (``_pass_floor``). Cost per pass: one block pass
-    of partial distances (``O(n k d)``, as a Lloyd iteration) to find the
-    candidates (samples whose move may gain, by those distances with room for
-    their rounding; a sample whose nearest other centre is too far for any move
-    to gain is settled by its two distances, without the arithmetic of every
-    move), then ``O(k d)`` explicit differences per candidate, whose best move
-    at the current means is made when it gains; the means of the two clusters a
-    move touches are updated from running float64 sums, recomputed exactly from
-    the labels at the end of the pass. On many rows (beyond ``is_small``,
-    dense) only the rows that the bounds of ``_MoveBounds`` do not clear get
-    their distances (a pass costs a few vectors of ``n`` and those rows), and
-    only the clusters a move touched get their sums again.
+    the compared terms) and of the two means (``_MeanRounding``). Cost per
+    pass: one block pass of partial distances (``O(n k d)``, as a Lloyd
+    iteration) to find the candidates (samples whose move may gain, by those
+    distances with room for their rounding; a sample whose nearest other centre
+    is too far for any move to gain is settled by its two distances, without
+    the arithmetic of every move), then ``O(k d)`` explicit differences per
+    candidate, whose best move at the current means is made when it gains; the
+    means of the two clusters a move touches are updated from running float64
+    sums, recomputed exactly from the labels at the end of the pass. On many
+    rows (beyond ``is_small``, dense) only the rows that the bounds of
+    ``_MoveBounds`` do not clear get their distances (a pass costs a few
+    vectors of ``n`` and those rows), and only the clusters a move touched get
+    their sums again.
     """
     X, w, x_sq = rows.X, rows.w, rows.x_sq
     dtype = centers.dtype
@@ -288,7 +316,7 @@ def hartigan(rows, centers, *, max_iter=300):
     N, S = cluster_sums(X, w, labels, offset, n_clusters)
     means = _means(N, S, centers, offset)
     n_moves, converged = 0, n_clusters < 2
-    floor = _pass_floor(w, x_sq, X.shape[1])
+    spread = _MeanRounding(w, x_sq, offset, labels, n_clusters)
     # Many rows: bounds leave out the rows whose move cannot gain.
     bounds = None
     if not sp.issparse(X) and not is_small(X, n_clusters):
@@ -308,16 +336,16 @@ def hartigan(rows, centers, *, max_iter=300):
         room = _candidate_room(dtype) * size
         cand = np.flatnonzero(delta < room)
         cand = cand[np.lexsort((cand, delta[cand]))]
-        moved, gained, touched = 0, 0.0, set()
+        moved, touched = 0, set()
         for i in cand:
             # Sequentially, as Hartigan's method: each candidate's best move
             # at the current means (earlier moves of this pass included).
             x, wi = _row(X, i, offset), float(w[i])
             a = labels[i]
-            b, change, slack = _explicit_best(x, wi, a, N, means)
+            b, change, slack = _explicit_best(x, wi, a, N, means, spread.bound(N))
             if not change < -slack:
                 continue
-            gained -= change
+            spread.move(i, a, b)
             S[a] -= wi * x
             N[a] -= wi
             S[b] += wi * x
@@ -340,11 +368,6 @@ def hartigan(rows, centers, *, max_iter=300):
         else:
             N, S = _refresh_sums(X, w, labels, offset, N, S, touched)
         means = _means(N, S, centers, offset)
-        if gained <= floor:
-            # The pass moved by the rounding of the means (rows that are
-            # equal, or far from the rest): its partition is as good.
-            converged = True
-            break
     centers = (means + offset).astype(dtype)
     # Samples of weight 0 never move (they change nothing): they take their
     # nearest final centre, as every other sample has.
