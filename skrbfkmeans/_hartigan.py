@@ -38,7 +38,7 @@ import scipy.sparse as sp
 from sklearn.utils._param_validation import Interval, validate_params
 
 from ._engine.assign import is_small, nearest, single_move_gains
-from ._engine.passes import labels_inertia
+from ._engine.passes import explicit_inertia
 from ._lloyd import Bounds
 from ._policy import one_blas_thread
 from ._rows import MemoryRows, working_units
@@ -462,6 +462,6 @@ def kmeans_hartigan(X, centers, *, sample_weight=None, max_iter=300):
     X, offset, centers, units = working_units(X, sample_weight, centers)
     rows = MemoryRows(X, sample_weight, offset, units=units)
     centers, labels, n_moves, _ = hartigan(rows, centers, max_iter=max_iter)
-    _, inertia = labels_inertia(X, sample_weight, centers, offset, rows.x_sq)
+    inertia = explicit_inertia(X, sample_weight, centers, labels)
     inertia = float(units.to_user_energy(inertia))
     return units.to_user_points(centers), labels, inertia, n_moves

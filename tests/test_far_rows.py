@@ -269,3 +269,16 @@ def test_weighted_quantiles_are_numpys_inverted_cdf(seed, n, weights, ties):
     qs = (0.1, 0.5, 0.9)
     expected = np.quantile(values, qs, method="inverted_cdf", weights=w)
     assert_array_equal(_weighted_quantiles(values, w, qs), expected)
+
+
+@pytest.mark.parametrize("dtype, far", [(np.float32, 1e5), (np.float64, 1e10)])
+def test_polish_and_hartigan_report_the_explicit_inertia(dtype, far):
+    # Check the inertia kmeans_polish and kmeans_hartigan return against
+    # explicit differences of their labels and centres, next to a far row.
+    from skrbfkmeans import kmeans_hartigan, kmeans_polish
+
+    X = _bulk_and_outlier(dtype, far)
+    start = KMeans(6, n_init=1, random_state=0).fit(X).cluster_centers_
+    for func in (kmeans_polish, kmeans_hartigan):
+        centers, labels, inertia, _ = func(X, start)
+        assert inertia == pytest.approx(_explicit(X, centers, labels), rel=1e-9)
