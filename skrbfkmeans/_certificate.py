@@ -462,10 +462,10 @@ def fixed_point_test(parts, centers):
     tol = _fixed_tolerance(centers, parts.n_samples)
     fixed = bool(np.all(np.abs(means - C[alive]) <= tol * magnitude))
     admitted = tol * magnitude * np.sqrt(C.shape[1])
-    if not fixed:
-        return parts.margin, False, admitted
-    apart = np.sqrt(np.sum((means - C[alive]) ** 2, axis=1))
     shift = np.full(C.shape[0], admitted)
+    if not fixed:
+        return parts.margin, False, shift
+    apart = np.sqrt(np.sum((means - C[alive]) ** 2, axis=1))
     shift[alive] = np.minimum(apart + _mean_rounding(parts, alive, means), admitted)
     return parts.margin, True, shift
 

@@ -24,7 +24,6 @@ import numpy as np
 
 from ._engine.passes import (
     PassResult,
-    explicit_inertia,
     free_energy,
     labels_inertia,
     responsibilities,
@@ -294,9 +293,8 @@ def _final_block(Xb, wb, centers, sigma, activation, offset):
     """Label counts, hard inertia and free energy of one block."""
     Xb = np.ascontiguousarray(Xb)
     x_sq = squared_norms(Xb, offset)
-    labels = labels_inertia(Xb, wb, centers, offset, x_sq)[0]
+    labels, inertia = labels_inertia(Xb, wb, centers, offset, explicit=True)
     counts = np.bincount(labels, minlength=centers.shape[0])
-    inertia = explicit_inertia(Xb, wb, centers, labels)
     objective = free_energy(Xb, wb, centers, sigma, activation, offset, x_sq).objective
     return counts, inertia, objective
 
@@ -312,8 +310,7 @@ def _labels_block(Xb, centers, offset):
 
 def _score_block(Xb, wb, centers, offset):
     Xb = np.ascontiguousarray(Xb)
-    labels = labels_inertia(Xb, wb, centers, offset)[0]
-    return (explicit_inertia(Xb, wb, centers, labels),)
+    return (labels_inertia(Xb, wb, centers, offset, explicit=True)[1],)
 
 
 def _distances_block(Xb, centers, offset):

@@ -155,18 +155,18 @@ class _MeanRounding:
         self.Q[a] = max(self.Q[a] - q, 0.0)
         self.Q[b] += q
 
-    def bound(self, N):
-        """Return the clusters' bounds at weights ``N`` (0 where no weight)."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            spread = np.sqrt(self.Q / N) + self.far
-        return np.where(N > 0, self.factor * spread, 0.0)
+    def bound(self, j, N_j):
+        """Return cluster ``j``'s bound at weight ``N_j`` (0 where it has none)."""
+        if not N_j > 0:
+            return 0.0
+        return self.factor * (np.sqrt(self.Q[j] / N_j) + self.far)
 
 
-def _explicit_best(x, w, a, N, means, spread):
+def _explicit_best(x, w, a, N, means, rounding):
     """Return the best move of ``x`` (in cluster ``a``), explicitly.
 
-    ``x`` and ``means`` are centred on the same offset; ``spread`` bounds
-    each mean's distance from the exact one (``_MeanRounding``). Returns
+    ``x`` and ``means`` are centred on the same offset; ``rounding``
+    (``_MeanRounding``) bounds each mean's distance from the exact one. Returns
     ``(b, delta, slack)``: the cluster whose move changes the distortion the
     most, that change, and the rounding bound it must exceed: ``_ULPS``
     ulps of the two terms compared, and what the means' rounding can move
@@ -181,7 +181,7 @@ def _explicit_best(x, w, a, N, means, spread):
     b = int(np.argmin(join))
     eps = np.finfo(np.float64).eps
     slack = _ULPS * (x.size + 2) * eps * (join[b] + leave)
-    r_a, r_b = spread[a], spread[b]
+    r_a, r_b = rounding.bound(a, N[a]), rounding.bound(b, N[b])
     slack += g * (2.0 * np.sqrt(d[a]) * r_a + r_a**2)
     slack += w * N[b] / (N[b] + w) * (2.0 * np.sqrt(d[b]) * r_b + r_b**2)
     return b, join[b] - leave, slack
@@ -316,7 +316,7 @@ def hartigan(rows, centers, *, max_iter=300):
     N, S = cluster_sums(X, w, labels, offset, n_clusters)
     means = _means(N, S, centers, offset)
     n_moves, converged = 0, n_clusters < 2
-    spread = _MeanRounding(w, x_sq, offset, labels, n_clusters)
+    rounding = _MeanRounding(w, x_sq, offset, labels, n_clusters)
     # Many rows: bounds leave out the rows whose move cannot gain.
     bounds = None
     if not sp.issparse(X) and not is_small(X, n_clusters):
@@ -342,10 +342,10 @@ def hartigan(rows, centers, *, max_iter=300):
             # at the current means (earlier moves of this pass included).
             x, wi = _row(X, i, offset), float(w[i])
             a = labels[i]
-            b, change, slack = _explicit_best(x, wi, a, N, means, spread.bound(N))
+            b, change, slack = _explicit_best(x, wi, a, N, means, rounding)
             if not change < -slack:
                 continue
-            spread.move(i, a, b)
+            rounding.move(i, a, b)
             S[a] -= wi * x
             N[a] -= wi
             S[b] += wi * x

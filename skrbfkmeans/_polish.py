@@ -25,7 +25,7 @@ from sklearn.utils._param_validation import (
 
 from ._engine.assign import nearest
 from ._engine.blas import matmul
-from ._engine.passes import explicit_inertia, labels_inertia, labels_margins
+from ._engine.passes import labels_inertia, labels_margins
 from ._hartigan import hartigan
 from ._lloyd import IncrementalLloyd
 from ._policy import one_blas_thread
@@ -513,7 +513,6 @@ def kmeans_polish(
     X, offset, centers, units = working_units(X, sample_weight, centers)
     rows = MemoryRows(X, sample_weight, offset, units=units)
     centers, _, moves, *_ = polish(rows, centers, max_moves=max_moves)
-    labels = labels_inertia(X, sample_weight, centers, offset, rows.x_sq)[0]
-    inertia = explicit_inertia(X, sample_weight, centers, labels)
+    labels, inertia = labels_inertia(X, sample_weight, centers, offset, explicit=True)
     inertia = float(units.to_user_energy(inertia))
     return units.to_user_points(centers), labels, inertia, len(moves)

@@ -43,7 +43,6 @@ from ._engine.blocks import augmented_rows, centred_rows
 from ._engine.passes import (
     column_mean_variance,
     data_offset,
-    explicit_inertia,
     free_energy,
     labels_inertia,
     responsibilities,
@@ -169,17 +168,19 @@ class MemoryRows:
         The inertia a fit reports: each row's distance to its labelled
         centre by explicit differences (``_engine.passes.explicit_inertia``).
         """
-        labels = labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
+        labels, inertia = labels_inertia(
+            self.X, self.w, centers, self.offset, explicit=True
+        )
         self._cache["labels"] = (centers, labels)
-        counts = np.bincount(labels, minlength=centers.shape[0])
-        return counts, explicit_inertia(self.X, self.w, centers, labels)
+        return np.bincount(labels, minlength=centers.shape[0]), inertia
 
     def final(self, centers, sigma, activation):
         """``(label counts, inertia, objective)`` of the centres (two passes)."""
-        labels = labels_inertia(self.X, self.w, centers, self.offset, self.x_sq)[0]
+        labels, inertia = labels_inertia(
+            self.X, self.w, centers, self.offset, explicit=True
+        )
         self._cache["labels"] = (centers, labels)
         counts = np.bincount(labels, minlength=centers.shape[0])
-        inertia = explicit_inertia(self.X, self.w, centers, labels)
         objective = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         ).objective
@@ -402,8 +403,9 @@ class NewRows(NamedTuple):
     def inertia(self, centers, sample_weight):
         """Weighted hard inertia of the rows."""
         sample_weight = check_sample_weight(sample_weight, self.X, fit=False)
-        labels = labels_inertia(self.X, sample_weight, centers, self.offset)[0]
-        return explicit_inertia(self.X, sample_weight, centers, labels)
+        return labels_inertia(
+            self.X, sample_weight, centers, self.offset, explicit=True
+        )[1]
 
 
 def _exact_near_zero(X, centers, distances):

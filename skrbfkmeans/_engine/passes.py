@@ -571,21 +571,26 @@ def moments(X, sample_weight, centers, sigma, activation, offset, x_sq):
     return sums.reduce(plan.map(block))
 
 
-def labels_inertia(X, sample_weight, centers, offset, x_sq=None):
+def labels_inertia(X, sample_weight, centers, offset, x_sq=None, *, explicit=False):
     """Nearest centre (int32) and the weighted hard inertia, block by block.
 
     ``fit`` and ``predict`` both call this on the same arrays, so ``labels_``
-    equals ``predict(X)`` bit for bit.
+    equals ``predict(X)`` bit for bit. The inertia is the pass's (from the
+    partial distances, as the searches compare it), or with ``explicit``
+    the inertia a fit reports: ``explicit_inertia`` of the labels.
     """
-    if x_sq is None:
+    if x_sq is None and not explicit:
         x_sq = squared_norms(X, offset)
     labels = np.empty(X.shape[0], dtype=np.int32)
 
     def block(sl, Xb, E, closest, e_closest, buf):
         labels[sl] = closest
-        return _Part(_hard_inertia(sample_weight[sl], x_sq[sl], e_closest))
+        if not explicit:
+            return _Part(_hard_inertia(sample_weight[sl], x_sq[sl], e_closest))
 
     parts = BlockPlan(X, centers, offset).map(block)
+    if explicit:
+        return labels, explicit_inertia(X, sample_weight, centers, labels)
     return labels, _Sums(centers.shape[0], X.shape[1]).reduce(parts).inertia
 
 
