@@ -204,7 +204,8 @@ def _bulk_offset(X, sample_weight, mean):
     rows' own distances round as they did, the others' at their own scale.
     Other data keep their mean (the bulk's mean is kept only where the
     median row is ``_NEARER`` times nearer to it); the test costs a pass
-    of squared norms and a sort of them, and where the shell is thin
+    of squared norms and a selection of their quantiles (a sort where the
+    weights differ), and where the shell is thin
     (the 10% and 90% quantiles within ``_THIN_SHELL`` of the median) one
     more weighted mean and pass. Returns None where ``mean`` stays.
     """
