@@ -191,13 +191,20 @@ class _Path:
         self.inertia, self.n, self.act = [], [], []
         self.critical = []  # widths at which a group split
 
-    def record(self, sigma, centers, res, n_distinct, activation):
+    def record(self, rows, sigma, centers, res, n_distinct, activation):
+        """Record a stage; return its free energy and inertia as recorded.
+
+        The pass's values, or where their rounding could show in six digits
+        the explicit ones (``rows.reported``).
+        """
+        objective, inertia = rows.reported(centers, res)
         self.sigma.append(sigma)
         self.centers.append(centers)
-        self.obj.append(res.objective)
-        self.inertia.append(res.inertia)
+        self.obj.append(objective)
+        self.inertia.append(inertia)
         self.n.append(n_distinct)
         self.act.append(activation)
+        return objective, inertia
 
     def result(
         self, centers, sigma, *, n_iter, n_iter_final, converged, certified,
@@ -308,15 +315,17 @@ def _run_stages(sched, path, settings, *, T_end, max_count=None):
         sigma = sched.sigma
         res = sched.measure(last)
         groups = sched.groups
-        path.record(sigma, groups.expanded(), res, groups.n, sched.act)
+        objective, inertia = path.record(
+            sched.rows, sigma, groups.expanded(), res, groups.n, sched.act
+        )
         if settings.verbose:
             print(
                 f"Stage {len(path.sigma) - 1}{settings.rows_note}: sigma "
                 f"{settings.user_width(sigma):.4g}, "
                 f"{counted(groups.n, 'distinct centre')}, "
                 f"{counted(it, 'EM iteration')}, "
-                f"objective {settings.user_energy(res.objective):.6g}, "
-                f"inertia {settings.user_energy(res.inertia):.6g}."
+                f"objective {settings.user_energy(objective):.6g}, "
+                f"inertia {settings.user_energy(inertia):.6g}."
             )
         if last or (max_count is not None and groups.n > max_count):
             break
@@ -459,10 +468,10 @@ def _final_phase(
     sigma, certified = certify(rows, centers, sigma_cap)
     res = free_energy(rows.X, rows.w, centers, sigma, act, rows.offset, rows.x_sq)
     n_distinct = np.unique(centers, axis=0).shape[0]
-    path.record(sigma, centers, res, n_distinct, act)
+    _, inertia = path.record(rows, sigma, centers, res, n_distinct, act)
     if settings.verbose:
         _print_final_phase(
-            len(path.sigma) - 1, settings, sigma, res.inertia, certified, done
+            len(path.sigma) - 1, settings, sigma, inertia, certified, done
         )
     return path.result(
         centers, sigma, n_iter=n_iter + it, n_iter_final=it_final, converged=conv,

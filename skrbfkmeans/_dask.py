@@ -556,6 +556,14 @@ class DaskRows:
         """``(label counts, inertia)`` of the centres: one pass."""
         return self.reduce(_final_block, centers, 0.0, "entmax15", self.offset)[:2]
 
+    def reported(self, centers, res):
+        """Return a pass's free energy and hard inertia, as the pass gave them.
+
+        ``MemoryRows.reported`` may make a second pass for them; on chunks
+        none is made (their offset is the mean: see the user guide).
+        """
+        return res.objective, res.inertia
+
     def init_sample(self, n_clusters, random_state, tol, kmeans_rule=False):
         """Rows for the initialisation and the scaled tolerance; one ``compute``.
 

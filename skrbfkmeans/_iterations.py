@@ -48,20 +48,23 @@ def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verb
     n_iter = 0
     for n_iter in range(1, max_iter + 1):
         new, res = em_step(rows, centers, sigma, activation)
-        inertia = res.inertia
         shift = float(((new - centers) ** 2).sum())
-        centers = new
+        # verbose: the user's units, the inertia as the fit reports it.
+        user = rows.units.to_user_energy
         if verbose:
+            inertia = float(user(rows.reported(centers, res)[1]))
             print(
                 f"Iteration {n_iter - 1}, inertia {inertia:.6g}, "
-                f"center shift {shift:.3e}."
+                f"center shift {float(user(shift)):.3e}."
             )
+        centers = new
         if shift <= tol:
             converged = True
             if verbose:
                 print(
                     f"Converged at iteration {n_iter - 1}: center shift "
-                    f"{shift:.3e} within tolerance {tol:.3e}."
+                    f"{float(user(shift)):.3e} within tolerance "
+                    f"{float(user(tol)):.3e}."
                 )
             break
     return centers, n_iter, converged

@@ -45,7 +45,7 @@ from ._engine.assign import (
 )
 from ._engine.blas import matmul
 from ._engine.blocks import runner_up
-from ._engine.passes import m_step
+from ._engine.passes import explicit_inertia, m_step
 from ._iterations import em_fixed_sigma
 
 # An incremental step that would compute more than this share of a full
@@ -547,7 +547,9 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0, rows_note=""):
             rows.X, rows.w, centers, rows.offset, centred=rows.centred
         )
         if verbose:
-            inertia = float(matmul(rows.w, np.maximum(rows.x_sq + e_own, 0.0)))
+            # As KMeans prints it: the labels' explicit inertia, user units.
+            inertia = explicit_inertia(rows.X, rows.w, centers, labels)
+            inertia = float(rows.units.to_user_energy(inertia))
             print(f"Iteration {n_iter - 1}{rows_note}, inertia {inertia}.")
         _relocate_empty(rows, labels, centers, N, S)
         new = m_step(N, S, centers, rows.offset)
@@ -562,9 +564,10 @@ def kmeans_lloyd(rows, centers, max_iter, tol, verbose=0, rows_note=""):
             break
         if shift <= tol:
             if verbose:
+                user = rows.units.to_user_energy
                 print(
-                    f"Converged at iteration {n_iter - 1}: center shift {shift} "
-                    f"within tolerance {tol}."
+                    f"Converged at iteration {n_iter - 1}: center shift "
+                    f"{float(user(shift))} within tolerance {float(user(tol))}."
                 )
             converged = True
             break

@@ -61,6 +61,12 @@ from ._validation import check_sample_weight
 # The mean is far from the origin beyond 2^10 standard deviations.
 _FAR = 2.0**20
 
+# A pass's inertia and free energy are reported (verbose, the annealing's
+# path, ``objective_``) as the pass gave them where their rounding is below
+# this fraction of the inertia, so that six printed digits are true; else
+# with the explicit inertia (``MemoryRows.reported``).
+REPORT_RTOL = 1e-7
+
 # Rows in memory keep one augmented copy for the statistics passes up to this
 # many bytes (``MemoryRows.augmented``).
 AUGMENTED_BYTES = 64 << 20
@@ -176,15 +182,44 @@ class MemoryRows:
 
     def final(self, centers, sigma, activation):
         """``(label counts, inertia, objective)`` of the centres (two passes)."""
-        labels, inertia = labels_inertia(
-            self.X, self.w, centers, self.offset, explicit=True
-        )
-        self._cache["labels"] = (centers, labels)
-        counts = np.bincount(labels, minlength=centers.shape[0])
-        objective = free_energy(
+        counts, inertia = self.labels_inertia(centers)
+        res = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
-        ).objective
+        )
+        objective = res.objective
+        if not self._pass_exact(centers, res.inertia):
+            objective += inertia - res.inertia
         return counts, inertia, objective
+
+    def reported(self, centers, res):
+        """Return a pass's free energy and hard inertia at ``centers`` as reported.
+
+        ``res`` is the pass's ``PassResult``. Where its inertia's rounding
+        could show in six digits (``_pass_exact``), one more pass gives the
+        explicit inertia (:meth:`labels_inertia`), and the free energy takes
+        the same change: every row's nearest distance is a term of its own
+        in the row's energy. Elsewhere the pass's values as they are.
+        """
+        if self._pass_exact(centers, res.inertia):
+            return res.objective, res.inertia
+        _, inertia = self.labels_inertia(centers)
+        return res.objective + (inertia - res.inertia), inertia
+
+    def _pass_exact(self, centers, inertia):
+        """Whether a pass's ``inertia`` at ``centers`` is right to ``REPORT_RTOL``.
+
+        A pass's distance ``||x||^2 + (||mu||^2 - 2 x . mu)`` (centred) rounds
+        at about ``(d + 2) eps (||x||^2 + ||mu||^2)``; summed over the rows,
+        with the largest centre, that bounds the inertia's rounding. It is
+        large where rows lie far from the others (their norms dwarf the
+        bulk's distances), for float32 clusters much tighter than the data's
+        spread, and for inertias near 0.
+        """
+        eps = float(np.finfo(centers.dtype).eps)
+        mo = centers.astype(np.float64) - self.offset
+        mu_sq = float(np.max(np.einsum("ij,ij->i", mo, mo), initial=0.0))
+        norms = float(self.w @ self.x_sq) + float(self.w.sum()) * mu_sq
+        return (self.X.shape[1] + 2) * eps * norms <= REPORT_RTOL * inertia
 
     def init_sample(self, n_clusters, random_state, tol, kmeans_rule=False):
         """Rows for the initialisation (all of them) and the scaled tolerance.

@@ -12,10 +12,11 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
+from sklearn.cluster import KMeans
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_blobs
 from sklearn.preprocessing import StandardScaler
 
-from skrbfkmeans import AnnealedRBFKMeans
+from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 
 
 def _fit_recording(est, X):
@@ -215,3 +216,93 @@ def test_verbose_gives_widths_and_energies_in_the_units_of_x(capsys):
     for line, sigma, inertia in zip(stages, est.sigma_path_, est.inertia_path_):
         assert f"sigma {sigma:.4g}," in line
         assert f"inertia {inertia:.6g}" in line
+
+
+def _far_row(n=200, far=1e11, seed=0):
+    # Rows uniform in the unit square and one row at -far: the passes'
+    # distances round at about eps * far^2 = 2e6, far above the bulk's.
+    X = np.random.default_rng(seed).uniform(size=(n, 2))
+    X[0] = -far
+    return X
+
+
+def _explicit_distances(X, centers):
+    # Oracle: squared distances by differences, float64, no expansion.
+    diff = X[:, None, :] - np.asarray(centers, np.float64)[None, :, :]
+    return np.einsum("ijk,ijk->ij", diff, diff)
+
+
+def _printed(text, word="inertia"):
+    return [float(v) for v in re.findall(rf"{word} ([-+0-9.e]+)[,.;]", text)]
+
+
+def test_far_row_objective_is_the_free_energy_of_the_fit():
+    # Check that objective_ is the softmax free energy of the fitted centres
+    # (-T log of the mean of exp(-d / T) over the centres, per row), computed
+    # here from explicit distances with logsumexp; the passes' value was the
+    # far row's rounding, 8.4e6 against an inertia of 22.
+    from scipy.special import logsumexp
+
+    X = _far_row()
+    est = RBFKMeans(4, sigma=0.1, activation="softmax", n_init=1, random_state=0)
+    est.fit(X)
+    T = 2 * est.sigma_**2
+    D = _explicit_distances(X, est.cluster_centers_)
+    F = -T * (logsumexp(-D / T, axis=1) - np.log(D.shape[1]))
+    assert_allclose(est.objective_, F.sum(), rtol=1e-9)
+    assert_allclose(est.inertia_, D.min(axis=1).sum(), rtol=1e-12)
+
+
+def test_far_row_path_and_verbose_end_on_the_reported_inertia(capsys):
+    # Check that the annealing's path and its verbose lines end on the
+    # inertia the fit reports (the explicit one), and that objective_ lies
+    # within its free energy's bounds above it: they said 8.38862e+06 while
+    # inertia_ was 12.66.
+    X = _far_row()
+    est = AnnealedRBFKMeans(4, random_state=0, verbose=1).fit(X)
+    labels = _explicit_distances(X, est.cluster_centers_).argmin(axis=1)
+    inertia = float(((X - est.cluster_centers_[labels]) ** 2).sum())
+    assert_allclose(est.inertia_, inertia, rtol=1e-12)
+    assert_allclose(est.inertia_path_[-1], inertia, rtol=1e-12)
+    # Entmax-1.5's energy per row: its nearest distance plus at most
+    # T (4/3) (1 - k^-1/2) (the entropy gap of a one-hot row).
+    T = 2 * est.sigma_**2
+    gap = T * 4 / 3 * (1 - 4**-0.5) * X.shape[0]
+    assert inertia * (1 - 1e-12) <= est.objective_ <= inertia + gap + 1e-9 * inertia
+    final = capsys.readouterr().out.splitlines()[-1]
+    assert "final phase" in final
+    assert _printed(final)[-1] == float(f"{inertia:.6g}")
+    # Every stage's inertia is that of its centres' labelling.
+    for centers, recorded in zip(est.centers_path_, est.inertia_path_):
+        D = _explicit_distances(X, centers)
+        assert_allclose(recorded, D.min(axis=1).sum(), rtol=1e-9)
+
+
+@pytest.mark.parametrize("scale", [1.0, 2.0**400], ids=["1", "2^400"])
+def test_zero_width_verbose_prints_kmeans_lines(scale, capsys):
+    # Check that RBFKMeans(sigma=0) prints the inertias and shifts KMeans
+    # prints from the same start, in the units of X (they came in working
+    # units: 57.26 for data whose inertia is 1.3e281).
+    X = load_iris().data * scale
+    init = X[[0, 50, 100]]
+    KMeans(3, init=init, n_init=1, verbose=1).fit(X)
+    expected = capsys.readouterr().out
+    RBFKMeans(3, sigma=0, init=init, n_init=1, verbose=1).fit(X)
+    got = capsys.readouterr().out
+    assert len(_printed(got)) == len(_printed(expected)) > 0
+    assert_allclose(_printed(got), _printed(expected), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "X", [_far_row(), load_iris().data * 2.0**400], ids=["far", "2^400"]
+)
+def test_fixed_width_verbose_inertias_are_the_fits(X, capsys):
+    # Check that the EM's lines at a width give inertias of the fit's scale
+    # and units: each iteration's is the explicit inertia of its centres,
+    # never below the final one by more than the iterations' gains allow
+    # (EM at a small width decreases it), never in working units.
+    est = RBFKMeans(3, sigma=1e-3 * X.std(), n_init=1, random_state=0, verbose=1)
+    est.fit(X)
+    printed = _printed(capsys.readouterr().out)
+    assert printed
+    assert 0.5 * est.inertia_ <= printed[-1] <= 2.0 * est.inertia_
