@@ -282,3 +282,29 @@ def test_polish_and_hartigan_report_the_explicit_inertia(dtype, far):
     for func in (kmeans_polish, kmeans_hartigan):
         centers, labels, inertia, _ = func(X, start)
         assert inertia == pytest.approx(_explicit(X, centers, labels), rel=1e-9)
+
+
+def _weighted_blobs_and_light_far_row(seed, n_blobs=8):
+    """Blobs of 30 heavy rows (weights near 1e5), one row of weight 2 at 3000."""
+    rng = np.random.default_rng(seed)
+    C = rng.uniform(0, 10 * n_blobs, size=(n_blobs, 2))
+    blobs = [c + rng.normal(0, 0.3, size=(30, 2)) for c in C]
+    X = np.concatenate(blobs + [np.full((1, 2), 3000.0)])
+    w = np.concatenate([rng.uniform(0.5e5, 1.5e5, size=30 * n_blobs), [2.0]])
+    return X, w
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3, 5])
+def test_a_light_far_row_gets_the_spare_centre(seed):
+    # Check that with one centre more than blobs the spare centre takes the
+    # light far row (its cost alone, 2 x 2 x 3000^2, is far above a second
+    # centre's gain in any blob), as KMeans(n_init=10) finds: the annealing
+    # ended certified on 9-11 times KMeans's inertia, the far row in a blob's
+    # cluster (weighted blobs, 7-D grids with weights from 1e-6 to 1e6).
+    X, w = _weighted_blobs_and_light_far_row(seed)
+    est = AnnealedRBFKMeans(9).fit(X, sample_weight=w)
+    km = KMeans(9, n_init=10, random_state=0).fit(X, sample_weight=w)
+    assert np.count_nonzero(est.labels_ == est.labels_[-1]) == 1
+    assert est.certified_
+    assert est.inertia_ <= km.inertia_ * (1 + 1e-9)
+    assert_allclose(est.inertia_, _explicit(X, est.cluster_centers_, est.labels_, w))

@@ -357,6 +357,47 @@ def test_splits_are_those_of_the_rows_alone():
     assert splits.split(np.arange(50, 60)) is None
 
 
+def _best_two_split(X, w):
+    # Oracle: the least weighted SSE over every split of the rows in two
+    # (brute force, row 0 on the first side).
+    n, best = X.shape[0], np.inf
+    for code in range(2 ** (n - 1)):
+        side = np.array([0] + [(code >> b) & 1 for b in range(n - 1)], dtype=bool)
+        if side.all():
+            continue
+        sse = 0.0
+        for part in (side, ~side):
+            mu = w[part] @ X[part] / w[part].sum()
+            sse += float(w[part] @ ((X[part] - mu) ** 2).sum(axis=1))
+        best = min(best, sse)
+    return best
+
+
+@pytest.mark.parametrize("far", [1000.0, 3000.0])
+@pytest.mark.parametrize("seed", range(3))
+def test_two_means_takes_a_light_far_row_on_its_own(far, seed):
+    # Check the split of heavy rows near one another beside one light row far
+    # out against the best split by brute force: the far row sets the
+    # principal axis, whose halves ended on the heavy rows with the far row
+    # still in one of them (9 times KMeans's inertia on weighted blobs).
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(0, 0.5, size=(11, 2)), np.full((1, 2), far)])
+    w = np.append(rng.uniform(0.5e5, 1.5e5, 11), 2.0)
+    centers, sse = _two_means(X, w)
+    assert_allclose(sse, _best_two_split(X, w), rtol=1e-9)
+    assert np.isclose(centers, far).all(axis=1).any()
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_two_means_is_the_best_split_of_small_sets(seed):
+    # Check _two_means against brute force on small unweighted and weighted
+    # sets where Lloyd from the principal axis finds the best split.
+    rng = np.random.default_rng(seed)
+    X = np.vstack([rng.normal(0, 1, (6, 3)), rng.normal(6, 1, (5, 3))])
+    w = rng.uniform(0.5, 2.0, 11) if seed % 2 else np.ones(11)
+    assert_allclose(_two_means(X, w)[1], _best_two_split(X, w), rtol=1e-9)
+
+
 def test_many_rows_with_few_centres_take_bounded_steps():
     # Check the rule that bounds Lloyd's steps beyond small data with fewer
     # than 16 centres, against the engine's plain Lloyd (every row against
