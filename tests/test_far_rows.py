@@ -21,6 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.cluster import KMeans
+from sklearn.exceptions import ConvergenceWarning
 
 from skrbfkmeans import AnnealedRBFKMeans, RBFKMeans
 from skrbfkmeans._engine.passes import data_offset, explicit_inertia, labels_inertia
@@ -103,6 +104,29 @@ def test_explicit_inertia_reads_blocks_and_never_writes(sparse):
     assert got == pytest.approx(_explicit(X, centers, labels, w), rel=1e-12)
     assert_array_equal(Xin.toarray() if sparse else Xin, X0.toarray() if sparse else X0)
     assert_array_equal(centers, c0)
+
+
+@pytest.mark.parametrize("empty", ["all", "leading-block"])
+def test_explicit_inertia_of_csr_rows_without_stored_entries(empty):
+    # Check CSR input whose rows store nothing, all of them or the first
+    # 200000 (more than one 1 MiB block of entries: a block with no stored
+    # entry at all), against explicit differences; a block without entries
+    # failed to add the centres' norms to its integer counts (float32 rows
+    # scaled into underflow are all zero).
+    rng = np.random.default_rng(0)
+    n = 1000 if empty == "all" else 250_000
+    X = np.zeros((n, 3))
+    if empty != "all":
+        X[200_000:] = rng.normal(size=(n - 200_000, 3))
+    centers = rng.normal(size=(4, 3))
+    labels = rng.integers(0, 4, n)
+    w = rng.uniform(size=n)
+    got = explicit_inertia(sp.csr_array(X), w, centers, labels)
+    assert got == pytest.approx(_explicit(X, centers, labels, w), rel=1e-12)
+    # A fit on rows that are all zero (the first 1000 in both cases).
+    with pytest.warns(ConvergenceWarning, match="distinct clusters"):
+        est = RBFKMeans(2, sigma=0, random_state=0).fit(sp.csr_matrix(X[:1000]))
+    assert est.inertia_ == 0.0
 
 
 @pytest.mark.parametrize(

@@ -639,7 +639,9 @@ def _explicit_inertia_csr(X, w, C, labels):
         rows = np.repeat(np.arange(Xb.shape[0]), np.diff(Xb.indptr))
         mu = C[labels[sl][rows], Xb.indices]
         stored = (Xb.data.astype(np.float64) - mu) ** 2 - mu**2
-        d = np.bincount(rows, weights=stored, minlength=Xb.shape[0])
+        # float64 even for a block without stored entries (bincount of no
+        # values counts, in integers).
+        d = np.bincount(rows, weights=stored, minlength=Xb.shape[0]).astype(np.float64)
         d += mu_sq[labels[sl]]
         total += float(matmul(w[sl], np.maximum(d, 0.0)))
     return total
