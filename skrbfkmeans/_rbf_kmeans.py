@@ -77,9 +77,10 @@ class RBFKMeans(_BaseRBFKMeans):
         serves: ``score`` (minus the hard inertia) favours small widths.
         ``"auto"`` takes a quarter of the median distance between each
         initial centre and its nearest other initial centre (of the first
-        initialisation): clusters as far apart as the initial centres stay
-        apart, and a sample at a centre has an entmax margin of at least
-        ``4 sigma^2``. The resolved value is ``sigma_``. ``0`` is the
+        initialisation; centres whose nearest rows weigh at most 1% of the
+        mean per centre, a few far rows, left out): clusters as far apart as
+        the initial centres stay apart, and a sample at a centre has an
+        entmax margin of at least ``4 sigma^2``. The resolved value is ``sigma_``. ``0`` is the
         zero-width limit, K-Means itself: the fit is Lloyd's algorithm as
         :class:`~sklearn.cluster.KMeans` runs it (``algorithm="lloyd"``:
         the same iterations, ``tol`` scaled by the mean feature variance,

@@ -27,6 +27,7 @@ from _rbf_oracle import (
 from numpy.testing import assert_allclose, assert_array_equal
 from sklearn.base import clone
 from sklearn.cluster import KMeans
+from sklearn.datasets import make_blobs
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
 from sklearn.preprocessing import StandardScaler
@@ -360,6 +361,52 @@ def test_auto_sigma_keeps_standardized_blobs_apart(activation, global_random_see
     km = RBFKMeans(4, activation=activation, random_state=global_random_seed).fit(X)
     assert np.unique(km.labels_).size == 4
     assert adjusted_rand_score(y, km.labels_) > 0.99
+
+
+def _seeds_of_first_run(est, X):
+    # The initial centres of the first run: k-means++ from the estimator's
+    # random_state, as KMeans draws them (sklearn.cluster.kmeans_plusplus).
+    from sklearn.cluster import kmeans_plusplus
+
+    rs = np.random.RandomState(est.random_state)
+    return kmeans_plusplus(X, est.n_clusters, random_state=rs)[0]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_auto_sigma_leaves_out_centres_of_a_few_far_rows(seed):
+    # Check sigma="auto" against its definition computed here: a quarter of
+    # the median distance from each initial centre to its nearest other one,
+    # over the centres whose nearest rows weigh more than 1% of the mean per
+    # centre (brute force). Three rows at 1000 times the spread of 1000 rows
+    # in five blobs take most k-means++ seeds: the median over every seed
+    # was their spacing (widths of 44-170) and the fit 4 to 30 times
+    # KMeans's inertia.
+    X, _ = make_blobs(1000, centers=5, random_state=seed)
+    X = np.vstack([X, np.random.default_rng(seed).normal(size=(3, 2)) * 1000])
+    est = RBFKMeans(5, random_state=seed).fit(X)
+    C = _seeds_of_first_run(est, X)
+    D = ((C[:, None] - C[None]) ** 2).sum(-1)
+    np.fill_diagonal(D, np.inf)
+    spacing = np.sqrt(D.min(axis=1))
+    mass = np.bincount(((X[:, None] - C[None]) ** 2).sum(-1).argmin(1), minlength=5)
+    kept = mass > 0.01 * mass.sum() / 5
+    assert 2 <= kept.sum() < 5
+    assert est.sigma_ == pytest.approx(0.25 * np.median(spacing[kept]), rel=1e-9)
+    assert est.sigma_ < 5.0
+    km = KMeans(5, n_init=10, random_state=0).fit(X)
+    assert est.inertia_ < 1.15 * km.inertia_
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_auto_sigma_without_far_rows_is_the_median_spacing(seed):
+    # Check that on blobs without far rows every initial centre counts: a
+    # quarter of the median spacing of the k-means++ seeds (brute force).
+    X, _ = make_blobs(600, centers=6, random_state=seed)
+    est = RBFKMeans(6, random_state=seed).fit(X)
+    C = _seeds_of_first_run(est, X)
+    D = ((C[:, None] - C[None]) ** 2).sum(-1)
+    np.fill_diagonal(D, np.inf)
+    assert est.sigma_ == pytest.approx(0.25 * np.median(np.sqrt(D.min(1))), rel=1e-9)
 
 
 @pytest.mark.parametrize("n_init", [1, 3], ids=["n_init1", "n_init3"])
