@@ -46,11 +46,11 @@ def em_fixed_sigma(rows, centers_init, sigma, activation, *, max_iter, tol, verb
     centers = np.array(centers_init, dtype=centers_init.dtype, copy=True)
     converged = False
     n_iter = 0
+    # verbose: the user's units, the inertia as the fit reports it.
+    user = rows.units.to_user_energy
     for n_iter in range(1, max_iter + 1):
         new, res = em_step(rows, centers, sigma, activation)
         shift = float(((new - centers) ** 2).sum())
-        # verbose: the user's units, the inertia as the fit reports it.
-        user = rows.units.to_user_energy
         if verbose:
             inertia = float(user(rows.reported(centers, res)[1]))
             print(

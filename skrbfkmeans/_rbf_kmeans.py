@@ -80,12 +80,13 @@ class RBFKMeans(_BaseRBFKMeans):
         initialisation; centres whose nearest rows weigh at most 1% of the
         mean per centre, a few far rows, left out): clusters as far apart as
         the initial centres stay apart, and a sample at a centre has an
-        entmax margin of at least ``4 sigma^2``. The resolved value is ``sigma_``. ``0`` is the
-        zero-width limit, K-Means itself: the fit is Lloyd's algorithm as
-        :class:`~sklearn.cluster.KMeans` runs it (``algorithm="lloyd"``:
-        the same iterations, ``tol`` scaled by the mean feature variance,
-        strict convergence when no label changes, empty clusters relocated to
-        the farthest samples, the same ``n_iter_`` and verbose lines), and
+        entmax margin of at least ``4 sigma^2``. The resolved value is
+        ``sigma_``. ``0`` is the zero-width limit, K-Means itself: the fit
+        is Lloyd's algorithm as :class:`~sklearn.cluster.KMeans` runs it
+        (``algorithm="lloyd"``: the same iterations, ``tol`` scaled by the
+        mean feature variance, strict convergence when no label changes,
+        empty clusters relocated to the farthest samples, the same
+        ``n_iter_`` and verbose lines), and
         ``predict_proba`` is one-hot. On dask input ``0`` runs the engine's
         hard EM instead: the same iterations on ordinary data, but samples
         exactly tied between two centres are shared, and an empty cluster
