@@ -593,9 +593,18 @@ class AnnealedRBFKMeans(_BaseRBFKMeans):
             sigma_start = sigma_end
         if sigma_end is not None and not from_init and sigma_start <= sigma_end:
             start_user, end_user = units.to_user_length([sigma_start, sigma_end])
+            if self.sigma_start != "auto":
+                raise ValueError(
+                    f"sigma_start={start_user:.6g} must be larger than "
+                    f"sigma_end={end_user:.6g}."
+                )
+            # The user gave sigma_end only: say where the start came from.
             raise ValueError(
-                f"sigma_start={start_user:.6g} must be larger than "
-                f"sigma_end={end_user:.6g}."
+                f"sigma_end={end_user:.6g} must be smaller than sigma_start, "
+                f'which "auto" set to {start_user:.6g}, just above the first '
+                "critical width of X (at wider widths every centre is the "
+                "weighted mean of X). Choose a smaller sigma_end, or give "
+                "sigma_start."
             )
         kmeans_tol = sigma_cap = None
         if from_init and sigma_end is None:

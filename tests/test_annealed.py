@@ -8,6 +8,7 @@ input. Schedule functions: ``test_schedule.py``; what both estimators share
 caller's arrays, scikit-learn composition): ``test_estimators.py``.
 """
 
+import re
 import warnings
 
 import numpy as np
@@ -499,6 +500,21 @@ def test_sigma_start_not_above_sigma_end_raises(sigma_start, sigma_end):
     km = AnnealedRBFKMeans(2, sigma_start=sigma_start, sigma_end=sigma_end)
     with pytest.raises(ValueError, match=r"sigma_start=.*sigma_end="):
         km.fit(X)
+
+
+def test_sigma_end_above_the_automatic_start_names_where_it_comes_from():
+    # Check that a sigma_end above the first critical width, with
+    # sigma_start="auto", says that the start was resolved from X and gives
+    # the width (just above the critical one: sigma^2 above the largest
+    # variance of X along a direction, computed here with numpy), instead of
+    # blaming a sigma_start the user never gave.
+    X, _ = make_blobs(60, centers=2, random_state=0)
+    top = np.sqrt(np.linalg.eigvalsh(np.cov(X.T, bias=True))[-1])
+    km = AnnealedRBFKMeans(2, sigma_end=10 * top)
+    with pytest.raises(ValueError, match=r'sigma_end=.*"auto".*critical width') as e:
+        km.fit(X)
+    start = float(re.search(r'"auto" set to ([0-9.e+-]+),', str(e.value))[1])
+    assert top < start < 2 * top
 
 
 _INVALID = [("cooling", v) for v in (0, 1, -0.5, 1.5)] + [
