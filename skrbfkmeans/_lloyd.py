@@ -45,7 +45,7 @@ from ._engine.assign import (
 )
 from ._engine.blas import matmul
 from ._engine.blocks import runner_up
-from ._engine.passes import explicit_inertia, m_step
+from ._engine.passes import explicit_inertia, inertia_rounding, m_step
 from ._iterations import em_fixed_sigma
 
 # An incremental step that would compute more than this share of a full
@@ -114,7 +114,6 @@ class IncrementalLloyd:
         if _use_bounds(rows.X, centers.shape[0]):
             self.bounds = Bounds(rows, np.asarray(centers).dtype)
         self.labels = None
-        self._w_x_sq = None
         self._slack = None  # ``rounding_slack``, made once per run
         self._reset(np.array(centers, copy=True))
 
@@ -146,7 +145,7 @@ class IncrementalLloyd:
             setattr(new, name, getattr(self, name).copy())
         new.bounds = None if self.bounds is None else self.bounds.copy()
         new.exact, new.dropped = self.exact, self.dropped
-        new._w_x_sq, new._slack = self._w_x_sq, self._slack
+        new._slack = self._slack
         return new
 
     def _move_samples(self, idx, old):
@@ -374,15 +373,7 @@ class IncrementalLloyd:
         alive = self.N > 0
         S = self.S[alive]
         mean_sq = float(np.sum(np.einsum("ij,ij->i", S, S) / self.N[alive]))
-        return self._weighted_x_sq() - mean_sq
-
-    def _weighted_x_sq(self):
-        """``sum w |x|^2`` (centred), once per run and its copies."""
-        if self._w_x_sq is None:
-            rows = self.rows
-            w, x_sq = rows.w.astype(np.float64), rows.x_sq.astype(np.float64)
-            self._w_x_sq = float(matmul(w, x_sq))
-        return self._w_x_sq
+        return self.rows.weighted_norms()[1] - mean_sq
 
     def inertia(self):
         """Weighted inertia of the current labels (not of a dropped trial)."""
@@ -393,18 +384,15 @@ class IncrementalLloyd:
     def inertia_rounding(self):
         """Return a bound on the rounding error of :meth:`inertia`.
 
-        Each squared distance ``|x|^2 + (|mu|^2 - 2 x . mu)`` (centred) is
-        computed in the rows' dtype with a product of ``d`` terms: its
-        error is at most about ``(d + 2) eps (|x|^2 + |mu|^2)``
-        (``2 |x . mu| <= |x|^2 + |mu|^2``), weighted and summed. A move
-        whose gain is below it cannot be told from rounding.
+        ``_engine.passes.inertia_rounding`` of the rows' distances to their
+        labelled centres. A move whose gain is below it cannot be told from
+        rounding.
         """
         rows = self.rows
         mo = self.centers.astype(np.float64) - rows.offset
         mu_sq = np.einsum("ij,ij->i", mo, mo)[self.labels]
-        eps = float(np.finfo(self.e_own.dtype).eps)
-        n_features = rows.X.shape[1]
-        return (n_features + 2) * eps * float(rows.w @ (rows.x_sq + mu_sq))
+        norms = float(rows.w @ (rows.x_sq + mu_sq))
+        return inertia_rounding(norms, rows.X.shape[1], self.e_own.dtype)
 
     def ceiling(self):
         """Return the inertia a rival must beat: ours less its rounding bound."""

@@ -39,11 +39,14 @@ from sklearn.utils import check_array
 from sklearn.utils.extmath import row_norms
 
 from ._engine.assign import nearest
+from ._engine.blas import matmul
 from ._engine.blocks import augmented_rows, centred_rows
 from ._engine.passes import (
     column_mean_variance,
     data_offset,
+    explicit_inertia,
     free_energy,
+    inertia_rounding,
     labels_inertia,
     responsibilities,
     squared_norms,
@@ -173,11 +176,17 @@ class MemoryRows:
 
         The inertia a fit reports: each row's distance to its labelled
         centre by explicit differences (``_engine.passes.explicit_inertia``).
+        The labels of the last call at the same ``centers`` are reused.
         """
-        labels, inertia = labels_inertia(
-            self.X, self.w, centers, self.offset, explicit=True
-        )
-        self._cache["labels"] = (centers, labels)
+        last = self._cache.get("labels")
+        if last is not None and last[0] is centers:
+            labels = last[1]
+            inertia = explicit_inertia(self.X, self.w, centers, labels)
+        else:
+            labels, inertia = labels_inertia(
+                self.X, self.w, centers, self.offset, explicit=True
+            )
+            self._cache["labels"] = (centers, labels)
         return np.bincount(labels, minlength=centers.shape[0]), inertia
 
     def final(self, centers, sigma, activation):
@@ -186,40 +195,39 @@ class MemoryRows:
         res = free_energy(
             self.X, self.w, centers, sigma, activation, self.offset, self.x_sq
         )
-        objective = res.objective
-        if not self._pass_exact(centers, res.inertia):
-            objective += inertia - res.inertia
-        return counts, inertia, objective
+        return counts, inertia, self.reported(centers, res, inertia)[0]
 
-    def reported(self, centers, res):
+    def reported(self, centers, res, inertia=None):
         """Return a pass's free energy and hard inertia at ``centers`` as reported.
 
         ``res`` is the pass's ``PassResult``. Where its inertia's rounding
-        could show in six digits (``_pass_exact``), one more pass gives the
-        explicit inertia (:meth:`labels_inertia`), and the free energy takes
+        (``_engine.passes.inertia_rounding``, with the largest centre) could
+        show in six digits, the explicit inertia (``inertia``, or one more
+        pass: :meth:`labels_inertia`) replaces it, and the free energy takes
         the same change: every row's nearest distance is a term of its own
-        in the row's energy. Elsewhere the pass's values as they are.
+        in the row's energy. Such rounding comes from rows far from the
+        others (their norms dwarf the bulk's distances), float32 clusters
+        much tighter than the data's spread, and inertias near 0. Elsewhere
+        the pass's values as they are.
         """
-        if self._pass_exact(centers, res.inertia):
-            return res.objective, res.inertia
-        _, inertia = self.labels_inertia(centers)
-        return res.objective + (inertia - res.inertia), inertia
-
-    def _pass_exact(self, centers, inertia):
-        """Whether a pass's ``inertia`` at ``centers`` is right to ``REPORT_RTOL``.
-
-        A pass's distance ``||x||^2 + (||mu||^2 - 2 x . mu)`` (centred) rounds
-        at about ``(d + 2) eps (||x||^2 + ||mu||^2)``; summed over the rows,
-        with the largest centre, that bounds the inertia's rounding. It is
-        large where rows lie far from the others (their norms dwarf the
-        bulk's distances), for float32 clusters much tighter than the data's
-        spread, and for inertias near 0.
-        """
-        eps = float(np.finfo(centers.dtype).eps)
         mo = centers.astype(np.float64) - self.offset
         mu_sq = float(np.max(np.einsum("ij,ij->i", mo, mo), initial=0.0))
-        norms = float(self.w @ self.x_sq) + float(self.w.sum()) * mu_sq
-        return (self.X.shape[1] + 2) * eps * norms <= REPORT_RTOL * inertia
+        weight, w_x_sq = self.weighted_norms()
+        norms = w_x_sq + weight * mu_sq
+        rounding = inertia_rounding(norms, self.X.shape[1], centers.dtype)
+        if rounding <= REPORT_RTOL * res.inertia:
+            return res.objective, res.inertia
+        if inertia is None:
+            _, inertia = self.labels_inertia(centers)
+        return res.objective + (inertia - res.inertia), inertia
+
+    def weighted_norms(self):
+        """``(sum w, sum w ||x - offset||^2)`` in float64, made once."""
+        if "weighted_norms" not in self._cache:
+            w = self.w.astype(np.float64)
+            norms = float(w.sum()), float(matmul(w, self.x_sq.astype(np.float64)))
+            self._cache["weighted_norms"] = norms
+        return self._cache["weighted_norms"]
 
     def init_sample(self, n_clusters, random_state, tol, kmeans_rule=False):
         """Rows for the initialisation (all of them) and the scaled tolerance.

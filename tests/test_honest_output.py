@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 from numpy.testing import assert_allclose
-from sklearn.cluster import KMeans
+from sklearn.cluster import KMeans, kmeans_plusplus
 from sklearn.datasets import load_breast_cancer, load_digits, load_iris, make_blobs
 from sklearn.preprocessing import StandardScaler
 
@@ -297,12 +297,16 @@ def test_zero_width_verbose_prints_kmeans_lines(scale, capsys):
     "X", [_far_row(), load_iris().data * 2.0**400], ids=["far", "2^400"]
 )
 def test_fixed_width_verbose_inertias_are_the_fits(X, capsys):
-    # Check that the EM's lines at a width give inertias of the fit's scale
-    # and units: each iteration's is the explicit inertia of its centres,
-    # never below the final one by more than the iterations' gains allow
-    # (EM at a small width decreases it), never in working units.
+    # Check that the EM's first line gives the inertia of the initial
+    # centres (scikit-learn's k-means++ from the same random_state) by
+    # explicit differences, in the units of X, to its six printed digits:
+    # it was the passes' rounding next to a far row (8.4e6 for about 33) and
+    # the working units' value at 2^400 (a factor 4^-400 off).
     est = RBFKMeans(3, sigma=1e-3 * X.std(), n_init=1, random_state=0, verbose=1)
     est.fit(X)
     printed = _printed(capsys.readouterr().out)
-    assert printed
-    assert 0.5 * est.inertia_ <= printed[-1] <= 2.0 * est.inertia_
+    seeds = kmeans_plusplus(X, 3, random_state=np.random.RandomState(0))[0]
+    # Scaled by a power of 2 (exact) so that the squares stay finite.
+    scale = 2.0**400 if np.abs(X).max() > 1e100 else 1.0
+    D = _explicit_distances(X / scale, seeds / scale)
+    assert printed[0] == pytest.approx(D.min(axis=1).sum() * scale**2, rel=5e-6)

@@ -647,6 +647,19 @@ def _explicit_inertia_csr(X, w, C, labels):
     return total
 
 
+def inertia_rounding(weighted_norms, n_features, dtype):
+    """Return a bound on the rounding of a pass's hard inertia.
+
+    A pass's distance ``||x||^2 + (||mu||^2 - 2 x . mu)`` (centred) is
+    computed in ``dtype`` with a product of ``n_features`` terms: its error
+    is at most about ``(n_features + 2) eps (||x||^2 + ||mu||^2)`` (``2 |x .
+    mu| <= ||x||^2 + ||mu||^2``). ``weighted_norms`` is that sum weighted
+    over the rows, ``sum_i w_i (||x_i||^2 + ||mu_(i)||^2)``, with each row's
+    own centre or a larger one.
+    """
+    return (n_features + 2) * float(np.finfo(dtype).eps) * weighted_norms
+
+
 def labels_margins(X, centers, offset):
     """Nearest centre, margin ``d_(2) - d_(1)`` and ``d_(1) - ||x||^2``.
 
